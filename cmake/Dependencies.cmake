@@ -1,0 +1,16 @@
+# Every dependency comes from the system (scripts/setup.sh installs them from Debian packages).
+# Nothing is downloaded at configure time.
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+find_package(absl CONFIG REQUIRED)
+find_package(Protobuf REQUIRED)
+find_package(gRPC CONFIG REQUIRED)
+find_package(prometheus-cpp CONFIG REQUIRED)
+find_package(GTest CONFIG REQUIRED)
+find_package(nlohmann_json CONFIG REQUIRED)
+if(KVSERVE_BENCH)
+  find_package(benchmark CONFIG REQUIRED)
+endif()
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+find_program(GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)

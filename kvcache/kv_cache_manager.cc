@@ -1,0 +1,369 @@
+#include "kvcache/kv_cache_manager.h"
+
+#include <algorithm>
+#include <cassert>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "kvcache/kv_layout.h"
+
+namespace kvserve {
+namespace {
+
+uint64_t EpochOrRandom(uint64_t epoch) {
+  absl::BitGen gen;
+  while (epoch == 0) epoch = absl::Uniform<uint64_t>(gen);
+  return epoch;
+}
+
+absl::Status UnknownSequence(SequenceId id) {
+  return absl::NotFoundError(absl::StrCat("unknown sequence ", id, " (never added or freed)"));
+}
+
+}  // namespace
+
+absl::Status KvCacheConfig::Validate() const {
+  if (num_blocks < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "num_blocks must be >= 2 (block 0 is the reserved null block), got ", num_blocks));
+  }
+  return ValidateBlockSize(block_size);
+}
+
+absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(
+    const KvCacheConfig& config) {
+  if (absl::Status status = config.Validate(); !status.ok()) return status;
+  return std::unique_ptr<KvCacheManager>(new KvCacheManager(config));
+}
+
+KvCacheManager::KvCacheManager(const KvCacheConfig& config)
+    : block_size_(config.block_size),
+      epoch_(EpochOrRandom(config.epoch)),
+      pool_(config.num_blocks, config.block_size) {}
+
+template <typename Fn>
+void KvCacheManager::MatchPrefix(absl::Span<const TokenId> prompt, std::string_view cache_salt,
+                                 Fn fn) const {
+  if (prompt.empty()) return;
+  const size_t max_blocks = (prompt.size() - 1) / block_size_;
+  BlockHash hash;
+  BlockId parent = kNullBlock;
+  uint32_t parent_generation = pool_.generation(kNullBlock);
+  for (size_t i = 0; i < max_blocks; ++i) {
+    const absl::Span<const TokenId> tokens = prompt.subspan(i * block_size_, block_size_);
+    hash = HashBlock(hash, tokens, i == 0 ? cache_salt : std::string_view());
+    const BlockId block = pool_.FindHash(hash);
+    if (block == kNullBlock || !pool_.Matches(block, tokens, parent, parent_generation)) return;
+    fn(block, hash);
+    parent = block;
+    parent_generation = pool_.generation(block);
+  }
+}
+
+PrefixMatch KvCacheManager::FindCachedPrefix(absl::Span<const TokenId> prompt,
+                                             std::string_view cache_salt) const {
+  PrefixMatch match;
+  MatchPrefix(prompt, cache_salt, [&](BlockId block, const BlockHash&) {
+    ++match.num_blocks;
+    match.num_evictable_blocks += pool_.ref_count(block) == 0;
+  });
+  match.num_tokens = match.num_blocks * block_size_;
+  return match;
+}
+
+absl::StatusOr<KvCacheManager::Sequence*> KvCacheManager::Find(SequenceId id) {
+  auto it = slot_of_.find(id);
+  if (it == slot_of_.end()) return UnknownSequence(id);
+  return sequences_[it->second].get();
+}
+
+absl::StatusOr<const KvCacheManager::Sequence*> KvCacheManager::Find(SequenceId id) const {
+  auto it = slot_of_.find(id);
+  if (it == slot_of_.end()) return UnknownSequence(id);
+  return sequences_[it->second].get();
+}
+
+KvCacheManager::Sequence& KvCacheManager::NewSequence(SequenceId id) {
+  int slot;
+  if (free_sequence_slots_.empty()) {
+    slot = static_cast<int>(sequences_.size());
+    sequences_.push_back(std::make_unique<Sequence>());
+  } else {
+    slot = free_sequence_slots_.back();
+    free_sequence_slots_.pop_back();
+  }
+  slot_of_[id] = slot;
+  return *sequences_[slot];
+}
+
+void KvCacheManager::RecycleSequence(SequenceId id) {
+  auto it = slot_of_.find(id);
+  Sequence& seq = *sequences_[it->second];
+  // clear() keeps the capacity, so a recycled sequence usually allocates nothing.
+  seq.cache_salt.clear();
+  seq.tokens.clear();
+  seq.block_table.clear();
+  seq.hashes.clear();
+  seq.num_computed_tokens = 0;
+  seq.chain_parent = kNullBlock;
+  seq.chain_parent_generation = 0;
+  free_sequence_slots_.push_back(it->second);
+  slot_of_.erase(it);
+}
+
+absl::StatusOr<SequenceStart> KvCacheManager::AddSequence(SequenceId id,
+                                                          absl::Span<const TokenId> prompt,
+                                                          std::string_view cache_salt,
+                                                          int max_new_tokens) {
+  if (prompt.empty()) return absl::InvalidArgumentError("prompt must hold at least one token");
+  if (max_new_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_new_tokens must be >= 1, got ", max_new_tokens));
+  }
+  if (slot_of_.contains(id)) {
+    return absl::AlreadyExistsError(absl::StrCat("sequence ", id, " already exists"));
+  }
+  Sequence& seq = NewSequence(id);
+  int num_evictable_hits = 0;
+  MatchPrefix(prompt, cache_salt, [&](BlockId block, const BlockHash& hash) {
+    seq.block_table.push_back(block);
+    seq.hashes.push_back(hash);
+    num_evictable_hits += pool_.ref_count(block) == 0;
+  });
+  const int num_cached_blocks = static_cast<int>(seq.block_table.size());
+  const int num_cached_tokens = num_cached_blocks * block_size_;
+  const int num_new_tokens =
+      std::min<int64_t>(max_new_tokens, static_cast<int64_t>(prompt.size()) - num_cached_tokens);
+  const int num_new_blocks = BlocksFor(num_cached_tokens + num_new_tokens) - num_cached_blocks;
+  if (num_new_blocks + num_evictable_hits > pool_.num_free_blocks()) {
+    RecycleSequence(id);
+    return absl::ResourceExhaustedError(
+        absl::StrCat("sequence ", id, " needs ", num_new_blocks + num_evictable_hits,
+                     " free blocks, ", pool_.num_free_blocks(), " are free"));
+  }
+  // Attach the hits before allocating, so that allocation cannot evict them.
+  for (BlockId block : seq.block_table) pool_.Acquire(block);
+  // Cannot fail: the check above counted the free blocks.
+  [[maybe_unused]] absl::Status allocated = pool_.Allocate(num_new_blocks, &seq.block_table);
+  assert(allocated.ok());
+  seq.cache_salt.assign(cache_salt);
+  seq.tokens.assign(prompt.begin(), prompt.end());
+  seq.num_computed_tokens = num_cached_tokens;
+  if (num_cached_blocks > 0) {
+    seq.chain_parent = seq.block_table[num_cached_blocks - 1];
+    seq.chain_parent_generation = pool_.generation(seq.chain_parent);
+  }
+  prefix_query_tokens_ += static_cast<int64_t>(prompt.size());
+  prefix_hit_tokens_ += num_cached_tokens;
+  return SequenceStart{num_cached_tokens, num_new_tokens};
+}
+
+absl::Status KvCacheManager::AppendTokens(SequenceId id, absl::Span<const TokenId> tokens) {
+  absl::StatusOr<Sequence*> seq = Find(id);
+  if (!seq.ok()) return seq.status();
+  (*seq)->tokens.insert((*seq)->tokens.end(), tokens.begin(), tokens.end());
+  return absl::OkStatus();
+}
+
+absl::Status KvCacheManager::AllocateSlots(SequenceId id, int num_new_tokens) {
+  absl::StatusOr<Sequence*> found = Find(id);
+  if (!found.ok()) return found.status();
+  Sequence& seq = **found;
+  const int64_t end = int64_t{seq.num_computed_tokens} + num_new_tokens;
+  if (num_new_tokens < 0 || end > static_cast<int64_t>(seq.tokens.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sequence ", id, ": cannot reserve ", num_new_tokens, " slots after ",
+        seq.num_computed_tokens, " computed tokens, only ", seq.tokens.size(), " are known"));
+  }
+  const int num_new_blocks =
+      BlocksFor(static_cast<int>(end)) - static_cast<int>(seq.block_table.size());
+  if (num_new_blocks <= 0) return absl::OkStatus();
+  return pool_.Allocate(num_new_blocks, &seq.block_table);
+}
+
+absl::Status KvCacheManager::CommitComputed(SequenceId id, int num_tokens) {
+  absl::StatusOr<Sequence*> found = Find(id);
+  if (!found.ok()) return found.status();
+  Sequence& seq = **found;
+  const int64_t end = int64_t{seq.num_computed_tokens} + num_tokens;
+  const int64_t num_slots = static_cast<int64_t>(seq.block_table.size()) * block_size_;
+  if (num_tokens < 0 || end > num_slots || end > static_cast<int64_t>(seq.tokens.size())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "sequence ", id, ": cannot commit ", num_tokens, " tokens after ", seq.num_computed_tokens,
+        "; ", num_slots, " slots reserved, ", seq.tokens.size(), " tokens known"));
+  }
+  seq.num_computed_tokens = static_cast<int>(end);
+  CacheFullBlocks(seq);
+  return absl::OkStatus();
+}
+
+void KvCacheManager::CacheFullBlocks(Sequence& seq) {
+  const size_t num_full = seq.num_computed_tokens / block_size_;
+  for (size_t i = seq.hashes.size(); i < num_full; ++i) {
+    const absl::Span<const TokenId> tokens =
+        absl::MakeConstSpan(seq.tokens).subspan(i * block_size_, block_size_);
+    const BlockHash hash =
+        HashBlock(i == 0 ? BlockHash{} : seq.hashes[i - 1], tokens,
+                  i == 0 ? std::string_view(seq.cache_salt) : std::string_view());
+    seq.hashes.push_back(hash);
+    const BlockId own = seq.block_table[i];
+    const BlockId existing = pool_.FindHash(hash);
+    BlockId chain = own;
+    if (existing != kNullBlock &&
+        pool_.Matches(existing, tokens, seq.chain_parent, seq.chain_parent_generation)) {
+      // Another sequence computed the same block first; chain later blocks from that one so
+      // they stay reachable from the cached prefix. Our copy is simply not cached.
+      chain = existing;
+    } else if (existing == kNullBlock || pool_.ref_count(existing) == 0) {
+      // A free entry under this hash that no lookup along this chain can match (a collision,
+      // or an equal block whose parent was evicted) is replaced by ours.
+      if (existing != kNullBlock) pool_.Evict(existing);
+      pool_.Cache(own, hash, tokens, seq.chain_parent, seq.chain_parent_generation);
+    }
+    // Otherwise the entry is in use; our block stays uncached and later blocks chain from it.
+    seq.chain_parent = chain;
+    seq.chain_parent_generation = pool_.generation(chain);
+  }
+}
+
+absl::StatusOr<std::optional<BlockCopy>> KvCacheManager::ForkSequence(SequenceId src,
+                                                                      SequenceId dst) {
+  absl::StatusOr<Sequence*> found = Find(src);
+  if (!found.ok()) return found.status();
+  if (slot_of_.contains(dst)) {
+    return absl::AlreadyExistsError(absl::StrCat("fork target sequence ", dst, " exists"));
+  }
+  const Sequence& from = **found;
+  const int num_full = from.num_computed_tokens / block_size_;
+  const bool has_partial = from.num_computed_tokens % block_size_ != 0;
+  Sequence& to = NewSequence(dst);
+  std::vector<BlockId>& table = to.block_table;
+  table.assign(from.block_table.begin(), from.block_table.begin() + num_full);
+  std::optional<BlockCopy> copy;
+  if (has_partial) {
+    if (absl::Status status = pool_.Allocate(1, &table); !status.ok()) {
+      RecycleSequence(dst);
+      return status;
+    }
+    copy = BlockCopy{from.block_table[num_full], table.back()};
+  }
+  for (int i = 0; i < num_full; ++i) pool_.Acquire(table[i]);
+  to.cache_salt = from.cache_salt;
+  to.tokens = from.tokens;
+  to.hashes = from.hashes;
+  to.num_computed_tokens = from.num_computed_tokens;
+  to.chain_parent = from.chain_parent;
+  to.chain_parent_generation = from.chain_parent_generation;
+  return copy;
+}
+
+absl::Status KvCacheManager::FreeSequence(SequenceId id) {
+  absl::StatusOr<Sequence*> found = Find(id);
+  if (!found.ok()) return found.status();
+  const std::vector<BlockId>& table = (*found)->block_table;
+  for (auto it = table.rbegin(); it != table.rend(); ++it) pool_.Release(*it);
+  RecycleSequence(id);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<absl::Span<const BlockId>> KvCacheManager::GetBlockTable(SequenceId id) const {
+  absl::StatusOr<const Sequence*> seq = Find(id);
+  if (!seq.ok()) return seq.status();
+  return absl::MakeConstSpan((*seq)->block_table);
+}
+
+absl::StatusOr<absl::Span<const TokenId>> KvCacheManager::GetTokens(SequenceId id) const {
+  absl::StatusOr<const Sequence*> seq = Find(id);
+  if (!seq.ok()) return seq.status();
+  return absl::MakeConstSpan((*seq)->tokens);
+}
+
+absl::StatusOr<int> KvCacheManager::GetNumComputedTokens(SequenceId id) const {
+  absl::StatusOr<const Sequence*> seq = Find(id);
+  if (!seq.ok()) return seq.status();
+  return (*seq)->num_computed_tokens;
+}
+
+absl::Status KvCacheManager::GetSlotMapping(SequenceId id, int first_position,
+                                            absl::Span<int64_t> slots) const {
+  absl::StatusOr<const Sequence*> seq = Find(id);
+  if (!seq.ok()) return seq.status();
+  const std::vector<BlockId>& table = (*seq)->block_table;
+  const int64_t end = int64_t{first_position} + static_cast<int64_t>(slots.size());
+  if (first_position < 0 || end > static_cast<int64_t>(table.size()) * block_size_) {
+    return absl::OutOfRangeError(absl::StrCat("sequence ", id, ": positions [", first_position,
+                                              ", ", end, ") exceed its ", table.size(),
+                                              " blocks of ", block_size_));
+  }
+  for (size_t k = 0; k < slots.size(); ++k) {
+    const int64_t position = first_position + static_cast<int64_t>(k);
+    slots[k] = int64_t{table[position / block_size_]} * block_size_ + position % block_size_;
+  }
+  return absl::OkStatus();
+}
+
+KvCacheStats KvCacheManager::Stats() const {
+  KvCacheStats stats;
+  stats.total_blocks = pool_.num_blocks() - 1;
+  stats.free_blocks = pool_.num_free_blocks();
+  stats.evictable_blocks = pool_.num_evictable_blocks();
+  stats.used_blocks = stats.total_blocks - stats.free_blocks;
+  stats.cached_blocks = pool_.num_cached_blocks();
+  stats.num_sequences = static_cast<int>(slot_of_.size());
+  stats.prefix_query_tokens = prefix_query_tokens_;
+  stats.prefix_hit_tokens = prefix_hit_tokens_;
+  return stats;
+}
+
+void KvCacheManager::DrainEvents(KvEventBatch* batch) {
+  pool_.TakeEvents(&batch->events);
+  batch->epoch = epoch_;
+  batch->sequence_number = batch->events.empty() ? 0 : ++last_sequence_number_;
+}
+
+KvSnapshot KvCacheManager::Snapshot() const {
+  absl::flat_hash_set<BlockHash> hashes;
+  pool_.ForEachCachedBlock([&](BlockId block) { hashes.insert(pool_.hash(block)); });
+  // Undo the events not drained yet, newest first, to get the state as of the last batch.
+  const absl::Span<const KvEvent> pending = pool_.pending_events();
+  for (auto it = pending.rbegin(); it != pending.rend(); ++it) {
+    if (it->kind == KvEventKind::kStored) {
+      hashes.erase(it->hash);
+    } else {
+      hashes.insert(it->hash);
+    }
+  }
+  KvSnapshot snapshot{epoch_, last_sequence_number_, {hashes.begin(), hashes.end()}};
+  return snapshot;
+}
+
+absl::Status KvCacheManager::CheckInvariants() const {
+  if (absl::Status status = pool_.CheckInvariants(); !status.ok()) return status;
+  std::vector<int> holders(pool_.num_blocks(), 0);
+  for (const auto& [id, slot] : slot_of_) {
+    const Sequence& seq = *sequences_[slot];
+    for (BlockId block : seq.block_table) {
+      if (block <= kNullBlock || block >= pool_.num_blocks()) {
+        return absl::InternalError(absl::StrCat("sequence ", id, " holds bad block ", block));
+      }
+      ++holders[block];
+    }
+    if (seq.hashes.size() != static_cast<size_t>(seq.num_computed_tokens / block_size_)) {
+      return absl::InternalError(absl::StrCat("sequence ", id, " has ", seq.hashes.size(),
+                                              " hashes for ", seq.num_computed_tokens,
+                                              " computed tokens"));
+    }
+  }
+  for (BlockId block = 1; block < pool_.num_blocks(); ++block) {
+    if (holders[block] != pool_.ref_count(block)) {
+      return absl::InternalError(absl::StrCat("block ", block, " has ref count ",
+                                              pool_.ref_count(block), " but ", holders[block],
+                                              " block tables hold it"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kvserve

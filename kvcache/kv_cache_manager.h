@@ -1,0 +1,201 @@
+// KvCacheManager: the paged KV cache bookkeeping the scheduler talks to.
+//
+// The manager owns a BlockPool and one block table per sequence. A sequence's token position p
+// lives in slot block_table[p / block_size] * block_size + p % block_size (layout: kv_layout.h).
+// A step of the engine uses it like this:
+//   admit:   AddSequence(id, prompt, salt, budget)  attaches the cached prefix and reserves slots
+//            for up to `budget` of the remaining prompt tokens (FindCachedPrefix asks first,
+//            without side effects);
+//   run:     GetSlotMapping / GetBlockTable tell the runner where to write and read K/V;
+//   after:   CommitComputed(id, n) once the K/V of n more tokens are written: newly full blocks
+//            enter the prefix cache; AppendTokens adds sampled tokens; AllocateSlots(id, n)
+//            reserves slots for the next step (a prefill chunk or one decode token);
+//   finish:  FreeSequence(id) (also for preemption by recompute); ForkSequence for n > 1.
+// Every call that needs blocks is all or nothing: on RESOURCE_EXHAUSTED nothing has changed.
+//
+// Choices worth knowing:
+// - The last token of a prompt is never served from the cache, even when the whole prompt is
+//   cached: the step needs the logits of that position, so at least one token is computed.
+// - Only full, computed blocks are cached; block tables are append-only. A block is shared by
+//   reference count (prefix hits, forks); the partial last block of a fork is copied, and the
+//   (src, dst) pair is returned so that the runner copies its K/V before the next step.
+// - A prefix hit is accepted only when the block hash, the stored token ids and the link to the
+//   block before it all match (BlockPool::Matches), so even a hash collision cannot serve wrong
+//   K/V. When two sequences compute the same block, the first one's copy is cached.
+// - Attaching cached blocks that are free (evictable) takes them out of the free count, so
+//   AddSequence needs new blocks + evictable hits <= free blocks.
+// - Capacity (Stats): total = every block but the null block; free = ref count 0, which
+//   includes evictable ones (cached prefixes nobody holds, reclaimed on demand); used = held by
+//   at least one sequence; free + used = total at all times.
+// - Errors: INVALID_ARGUMENT for bad arguments, NOT_FOUND for an unknown (or already freed)
+//   sequence, ALREADY_EXISTS for a duplicate sequence id, RESOURCE_EXHAUSTED for no room,
+//   FAILED_PRECONDITION for calls out of order (committing slots that were never allocated).
+//
+// Thread-safety: not thread-safe. One engine thread owns the manager; other threads reach it
+// through the engine's queues.
+
+#ifndef KVSERVE_KVCACHE_KV_CACHE_MANAGER_H_
+#define KVSERVE_KVCACHE_KV_CACHE_MANAGER_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "kvcache/block_hash.h"
+#include "kvcache/block_pool.h"
+#include "kvcache/kv_events.h"
+#include "kvcache/types.h"
+
+namespace kvserve {
+
+struct KvCacheConfig {
+  int num_blocks = 0;   // null block included, so num_blocks - 1 are usable; at least 2
+  int block_size = 16;  // tokens per block; see ValidateBlockSize
+  uint64_t epoch = 0;   // event epoch; 0 draws a random non-zero one
+
+  absl::Status Validate() const;
+};
+
+// Result of a prefix lookup: the leading `num_tokens` (= num_blocks * block_size) prompt tokens
+// are cached; `num_evictable_blocks` of those blocks are free now, so attaching them lowers the
+// free count by that much.
+struct PrefixMatch {
+  int num_blocks = 0;
+  int num_tokens = 0;
+  int num_evictable_blocks = 0;
+};
+
+struct SequenceStart {
+  int num_cached_tokens = 0;  // served from the prefix cache, already computed
+  int num_new_tokens = 0;     // slots reserved for tokens num_cached_tokens.. onwards
+};
+
+// A block whose K/V the runner must copy from `src` to `dst` (every layer, K and V).
+struct BlockCopy {
+  BlockId src = kNullBlock;
+  BlockId dst = kNullBlock;
+  friend bool operator==(const BlockCopy&, const BlockCopy&) = default;
+};
+
+struct KvCacheStats {
+  int total_blocks = 0;      // usable blocks (null block excluded)
+  int free_blocks = 0;       // ref count 0, evictable ones included
+  int evictable_blocks = 0;  // free and still holding a cached prefix
+  int used_blocks = 0;       // held by at least one sequence
+  int cached_blocks = 0;     // in the prefix-cache index (used or free)
+  int num_sequences = 0;
+  int64_t prefix_query_tokens = 0;  // prompt tokens looked up by AddSequence
+  int64_t prefix_hit_tokens = 0;    // of those, served from the cache
+};
+
+class KvCacheManager {
+ public:
+  // INVALID_ARGUMENT naming the field when the config is invalid.
+  static absl::StatusOr<std::unique_ptr<KvCacheManager>> Create(const KvCacheConfig& config);
+
+  KvCacheManager(const KvCacheManager&) = delete;
+  KvCacheManager& operator=(const KvCacheManager&) = delete;
+
+  int block_size() const { return block_size_; }
+  uint64_t epoch() const { return epoch_; }
+
+  // How much of `prompt` the cache holds, with `cache_salt` in block 0's extra keys. At most
+  // (prompt.size() - 1) / block_size blocks (the last prompt token is always computed). No
+  // side effects.
+  PrefixMatch FindCachedPrefix(absl::Span<const TokenId> prompt, std::string_view cache_salt) const;
+
+  // Starts sequence `id` with its prompt: attaches the cached prefix (as FindCachedPrefix) and
+  // reserves slots for min(max_new_tokens, remaining prompt tokens) tokens after it.
+  // REQUIRES: prompt non-empty, max_new_tokens >= 1. ALREADY_EXISTS for a known id;
+  // RESOURCE_EXHAUSTED (sequence not created, nothing changed) when the blocks do not fit.
+  absl::StatusOr<SequenceStart> AddSequence(SequenceId id, absl::Span<const TokenId> prompt,
+                                            std::string_view cache_salt, int max_new_tokens);
+
+  // Appends known tokens (e.g. the sampled one) to the sequence; reserves nothing.
+  absl::Status AppendTokens(SequenceId id, absl::Span<const TokenId> tokens);
+
+  // Makes the block table cover the next `num_new_tokens` tokens after the computed ones.
+  // REQUIRES: num_computed + num_new_tokens <= known tokens (INVALID_ARGUMENT otherwise).
+  // All or nothing (RESOURCE_EXHAUSTED).
+  absl::Status AllocateSlots(SequenceId id, int num_new_tokens);
+
+  // Marks `num_tokens` more tokens computed (their K/V are written). Blocks that become full
+  // are hashed and enter the prefix cache (kStored events). FAILED_PRECONDITION when those
+  // tokens have no slots or are not known.
+  absl::Status CommitComputed(SequenceId id, int num_tokens);
+
+  // Creates `dst` as a copy of `src` (parallel sampling): same tokens and computed count, full
+  // blocks shared, the partial last computed block (if any) copied into a new block, returned
+  // for the runner to copy. Uncomputed slots of `src` are not shared. All or nothing.
+  absl::StatusOr<std::optional<BlockCopy>> ForkSequence(SequenceId src, SequenceId dst);
+
+  // Frees the sequence's blocks, last block first, so that a chain's tail is evicted before its
+  // head. NOT_FOUND when unknown or already freed.
+  absl::Status FreeSequence(SequenceId id);
+
+  bool HasSequence(SequenceId id) const { return slot_of_.contains(id); }
+  // The sequence's block table; valid until the next non-const call.
+  absl::StatusOr<absl::Span<const BlockId>> GetBlockTable(SequenceId id) const;
+  absl::StatusOr<absl::Span<const TokenId>> GetTokens(SequenceId id) const;
+  absl::StatusOr<int> GetNumComputedTokens(SequenceId id) const;
+  // Fills slots[k] with the slot of position first_position + k. OUT_OF_RANGE when a position
+  // has no block yet.
+  absl::Status GetSlotMapping(SequenceId id, int first_position, absl::Span<int64_t> slots) const;
+
+  KvCacheStats Stats() const;
+
+  // Hands the events recorded since the last call to `*batch` (storage is reused).
+  void DrainEvents(KvEventBatch* batch);
+  // The cached hashes as of the last drained batch (pending events are not included).
+  KvSnapshot Snapshot() const;
+
+  // The pool, read-only: for tests, metrics and debugging.
+  const BlockPool& pool() const { return pool_; }
+  // OK when the pool's invariants hold and every block's ref count equals the number of block
+  // tables that hold it. O(blocks + table entries); for tests and debug builds.
+  absl::Status CheckInvariants() const;
+
+ private:
+  struct Sequence {
+    std::string cache_salt;
+    std::vector<TokenId> tokens;       // all known tokens
+    std::vector<BlockId> block_table;  // [ceil(allocated tokens / block_size)]
+    std::vector<BlockHash> hashes;     // hashes of the full computed blocks
+    int num_computed_tokens = 0;
+    BlockId chain_parent = kNullBlock;  // cached block chaining the last full block
+    uint32_t chain_parent_generation = 0;
+  };
+
+  KvCacheManager(const KvCacheConfig& config);
+
+  // Walks the cached prefix of `prompt`; calls fn(block, hash) per hit block, in order.
+  template <typename Fn>
+  void MatchPrefix(absl::Span<const TokenId> prompt, std::string_view cache_salt, Fn fn) const;
+  absl::StatusOr<Sequence*> Find(SequenceId id);
+  absl::StatusOr<const Sequence*> Find(SequenceId id) const;
+  Sequence& NewSequence(SequenceId id);
+  void RecycleSequence(SequenceId id);
+  int BlocksFor(int num_tokens) const { return (num_tokens + block_size_ - 1) / block_size_; }
+  void CacheFullBlocks(Sequence& seq);
+
+  const int block_size_;
+  const uint64_t epoch_;
+  BlockPool pool_;
+  std::vector<std::unique_ptr<Sequence>> sequences_;  // slab, reused; stable addresses
+  std::vector<int> free_sequence_slots_;              // unused entries of sequences_
+  absl::flat_hash_map<SequenceId, int> slot_of_;      // live sequence -> sequences_ index
+  uint64_t last_sequence_number_ = 0;
+  int64_t prefix_query_tokens_ = 0;
+  int64_t prefix_hit_tokens_ = 0;
+};
+
+}  // namespace kvserve
+
+#endif  // KVSERVE_KVCACHE_KV_CACHE_MANAGER_H_
