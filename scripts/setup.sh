@@ -30,7 +30,7 @@ if ((${#missing[@]})); then
 fi
 
 # Python packages used by tests (stub generation, the GGUF reference reader).
-PY_PACKAGES=(numpy==2.4.6 gguf==0.19.0 grpcio==1.85.3 grpcio-tools==1.85.1)
+PY_PACKAGES=(numpy==2.4.6 gguf==0.19.0 grpcio==1.85.3 grpcio-tools==1.85.1 protobuf==7.36.2 PyYAML==6.0.3)
 if ! python3 - "${PY_PACKAGES[@]}" <<'PY' 2>/dev/null; then
 import sys
 from importlib.metadata import version

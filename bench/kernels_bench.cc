@@ -1,0 +1,198 @@
+// Kernel micro-benchmarks on the CPU backend.
+//   BM_Linear               sgemm through cpu::Linear; counter FLOP/s (2 * M * N * K per call)
+//   BM_MemoryReadBandwidth  sum of a 256 MiB buffer, 1 and 2 threads; bytes/s read
+//   BM_MemoryCopyBandwidth  memcpy of 256 MiB; bytes/s counts read + written
+//   BM_PagedDecodeAttention decode attention, SmolLM2 shape (9 heads, 3 KV heads, head_dim 64,
+//                           block 16), 1/8/32 sequences x 1k context; bytes/s of K+V read, and
+//                           kv_bw_fraction = that rate / the 2-thread read bandwidth measured in
+//                           the same process.
+//   BM_Sample               one token from SmolLM2's 49152 logits: greedy, top-k 50, top-p 0.9
+//                           (full sort), with 5 logprobs and penalties over a 512-token history.
+// Run: build-kernels/bench/kernels_bench --benchmark_min_time=1 (figures in bench/RESULTS.md)
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/sampling.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace kvserve::kernels {
+namespace {
+
+constexpr size_t kStreamBytes = size_t{256} << 20;
+
+void BM_Linear(benchmark::State& state) {
+  const int m = static_cast<int>(state.range(0));  // tokens
+  const int k = static_cast<int>(state.range(1));  // in_features
+  const int n = static_cast<int>(state.range(2));  // out_features
+  std::mt19937 rng(1);
+  const std::vector<float> x = testing::RandomFloats(size_t{1} * m * k, rng);
+  const std::vector<float> w = testing::RandomFloats(size_t{1} * n * k, rng);
+  std::vector<float> y(size_t{1} * m * n);
+  for (auto _ : state) {
+    cpu::Linear({x.data(), w.data(), nullptr, y.data(), m, k, n});
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["FLOP/s"] =
+      benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Linear)
+    ->Args({1, 576, 1536})
+    ->Args({4, 576, 1536})
+    ->Args({8, 576, 1536})
+    ->Args({512, 576, 1536})
+    ->Args({512, 576, 49152})
+    ->Args({2048, 2048, 2048})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// Sums floats [begin, end) of data; vectorised, several accumulators.
+float SumRange(const float* data /* [n] */, size_t begin, size_t end) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (size_t i = begin; i < end; ++i) sum += data[i];
+  return sum;
+}
+
+// Reads the whole buffer once on pool (in 1 MiB chunks); returns the sum.
+float ReadAll(const std::vector<float>& buffer, cpu::ThreadPool& pool) {
+  constexpr size_t kChunk = (size_t{1} << 20) / sizeof(float);
+  const size_t num_chunks = (buffer.size() + kChunk - 1) / kChunk;
+  std::vector<float> partial(pool.num_threads(), 0.0f);
+  pool.ParallelFor(static_cast<int64_t>(num_chunks), [&](int64_t c, int thread) {
+    const size_t begin = c * kChunk;
+    partial[thread] += SumRange(buffer.data(), begin, std::min(buffer.size(), begin + kChunk));
+  });
+  float total = 0.0f;
+  for (float p : partial) total += p;
+  return total;
+}
+
+std::vector<float> MakeStreamBuffer() {
+  std::vector<float> buffer(kStreamBytes / sizeof(float));
+  for (size_t i = 0; i < buffer.size(); ++i) buffer[i] = static_cast<float>(i & 1023);
+  return buffer;
+}
+
+void BM_MemoryReadBandwidth(benchmark::State& state) {
+  static const std::vector<float> buffer = MakeStreamBuffer();
+  cpu::ThreadPool pool(static_cast<int>(state.range(0)));
+  for (auto _ : state) benchmark::DoNotOptimize(ReadAll(buffer, pool));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * kStreamBytes);
+}
+BENCHMARK(BM_MemoryReadBandwidth)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_MemoryCopyBandwidth(benchmark::State& state) {
+  static const std::vector<float> src = MakeStreamBuffer();
+  std::vector<float> dst(src.size(), 0.0f);
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), kStreamBytes);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 2 * kStreamBytes);
+}
+BENCHMARK(BM_MemoryCopyBandwidth)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Read bandwidth on 2 threads, best of 5 passes, measured once per process (bytes/s).
+double MeasuredReadBandwidth() {
+  static const double bandwidth = [] {
+    const std::vector<float> buffer = MakeStreamBuffer();
+    cpu::ThreadPool pool(2);
+    double best = 0.0;
+    for (int i = 0; i < 5; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      benchmark::DoNotOptimize(ReadAll(buffer, pool));
+      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+      best = std::max(best, kStreamBytes / took.count());
+    }
+    return best;
+  }();
+  return bandwidth;
+}
+
+void BM_PagedDecodeAttention(benchmark::State& state) {
+  const int num_seqs = static_cast<int>(state.range(0));
+  const int context = static_cast<int>(state.range(1));
+  const int threads = static_cast<int>(state.range(2));
+  const double bandwidth = MeasuredReadBandwidth();
+  std::mt19937 rng(2);
+  std::vector<testing::SeqSpec> seqs(num_seqs, testing::SeqSpec{context, 1});
+  testing::PagedBatch b = testing::MakePagedBatch(seqs, 9, 3, 64, 16, 0, rng);
+  const PagedKvView view{b.k_cache.data(), b.v_cache.data(), b.num_blocks, 3, 16, 64};
+  cpu::WriteKv({b.new_k.data(), b.new_v.data(), b.slot_mapping.data(), b.num_tokens, 0, 0, view});
+  cpu::ThreadPool pool(threads);
+  const AttentionShape shape{b.num_tokens, num_seqs, context, 9, 3, 64, 16};
+  std::vector<char> workspace(cpu::AttentionWorkspaceBytes(shape, pool.num_threads()));
+  std::vector<float> out(b.q.size());
+  PagedAttentionParams p{};
+  p.q = b.q.data();
+  p.out = out.data();
+  p.query_start = b.query_start.data();
+  p.context_lens = b.context_lens.data();
+  p.block_tables = b.block_tables.data();
+  p.num_tokens = b.num_tokens;
+  p.num_seqs = num_seqs;
+  p.num_heads = 9;
+  p.max_blocks_per_seq = b.max_blocks_per_seq;
+  p.max_query_len = 1;
+  p.max_context_len = context;
+  p.scale = 0.125f;
+  p.cache = view;
+  p.workspace = workspace.data();
+  p.workspace_bytes = workspace.size();
+  for (auto _ : state) {
+    cpu::PagedAttention(p, &pool);
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double kv_bytes = 2.0 * num_seqs * context * 3 * 64 * sizeof(float);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kv_bytes));
+  state.counters["kv_bytes"] = kv_bytes;
+  state.counters["kv_bw_fraction"] =
+      benchmark::Counter(kv_bytes / bandwidth, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["mem_read_bw"] = bandwidth;
+}
+BENCHMARK(BM_PagedDecodeAttention)
+    ->ArgNames({"seqs", "context", "threads"})
+    ->Args({1, 1024, 2})
+    ->Args({8, 1024, 2})
+    ->Args({32, 1024, 2})
+    ->Args({32, 1024, 1})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+void BM_Sample(benchmark::State& state) {
+  const int mode = static_cast<int>(state.range(0));  // 0 greedy, 1 top-k, 2 top-p
+  constexpr int kVocab = 49152;
+  std::mt19937 rng(3);
+  const std::vector<float> logits = testing::RandomFloats(kVocab, rng, -10.0f, 10.0f);
+  std::vector<int32_t> history(512);
+  for (int32_t& id : history) id = static_cast<int32_t>(rng() % kVocab);
+  Sampler sampler(kVocab);
+  SamplingParams params;
+  params.temperature = mode == 0 ? 0.0f : 0.8f;
+  params.top_k = mode == 1 ? 50 : 0;
+  params.top_p = mode == 2 ? 0.9f : 1.0f;
+  params.repetition_penalty = 1.1f;
+  params.frequency_penalty = 0.1f;
+  params.num_logprobs = 5;
+  const TokenHistory token_history{history.data(), 256, history.data() + 256, 256};
+  uint64_t index = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(sampler.Sample(logits.data(), params, token_history, index++));
+  }
+}
+BENCHMARK(BM_Sample)
+    ->ArgName("greedy0_topk1_topp2")
+    ->DenseRange(0, 2)
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace kvserve::kernels
+
+BENCHMARK_MAIN();

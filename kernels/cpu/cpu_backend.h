@@ -1,0 +1,68 @@
+// The CPU implementation of the kernel interface (kernels/kernels.h), on host pointers.
+//
+// Each kernel is a plain function in kvserve::kernels::cpu, written to be read like llama2.c;
+// CpuBackend binds them to a Backend and owns the ThreadPool the attention runs on.
+// Threads: the linear layer uses OpenBLAS's own threads (OPENBLAS_NUM_THREADS, default: all
+// cores); paged attention is split into (sequence, KV head, query tile) items run on the pool
+// (created once with the backend, never per call). The elementwise kernels run on the calling
+// thread: at the batch sizes of a step they cost far less than the matrix products.
+// Thread-safety: as for Backend, one call at a time.
+#ifndef KVSERVE_KERNELS_CPU_CPU_BACKEND_H_
+#define KVSERVE_KERNELS_CPU_CPU_BACKEND_H_
+
+#include <cstddef>
+
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/kernels.h"
+
+namespace kvserve::kernels::cpu {
+
+void Embedding(const EmbeddingParams& p);
+void RmsNorm(const RmsNormParams& p);
+void AddRmsNorm(const AddRmsNormParams& p);
+void Linear(const LinearParams& p);
+void Rope(const RopeParams& p);
+void WriteKv(const KvWriteParams& p);
+void SiluAndMul(const SiluAndMulParams& p);
+void GatherRows(const GatherRowsParams& p);
+void Argmax(const ArgmaxParams& p);
+
+// Bytes of scratch PagedAttention needs on a pool of num_threads threads (per-thread tiles of
+// scores and accumulators; independent of context length, which is streamed block by block).
+size_t AttentionWorkspaceBytes(const AttentionShape& shape, int num_threads);
+
+// Runs on pool (nullptr: on the calling thread only). REQUIRES: p.workspace_bytes >=
+// AttentionWorkspaceBytes(shape, pool ? pool->num_threads() : 1) for a shape covering p.
+void PagedAttention(const PagedAttentionParams& p, ThreadPool* pool);
+
+class CpuBackend final : public Backend {
+ public:
+  // num_threads: attention threads, caller included; <= 0 means all cores.
+  explicit CpuBackend(int num_threads = 0) : pool_(num_threads) {}
+
+  const char* name() const override { return "cpu"; }
+  int num_threads() const { return pool_.num_threads(); }
+  ThreadPool& pool() { return pool_; }
+
+  size_t AttentionWorkspaceBytes(const AttentionShape& shape) const override {
+    return cpu::AttentionWorkspaceBytes(shape, pool_.num_threads());
+  }
+  void Embedding(const EmbeddingParams& p) override { cpu::Embedding(p); }
+  void RmsNorm(const RmsNormParams& p) override { cpu::RmsNorm(p); }
+  void AddRmsNorm(const AddRmsNormParams& p) override { cpu::AddRmsNorm(p); }
+  void Linear(const LinearParams& p) override { cpu::Linear(p); }
+  void Rope(const RopeParams& p) override { cpu::Rope(p); }
+  void WriteKv(const KvWriteParams& p) override { cpu::WriteKv(p); }
+  void PagedAttention(const PagedAttentionParams& p) override { cpu::PagedAttention(p, &pool_); }
+  void SiluAndMul(const SiluAndMulParams& p) override { cpu::SiluAndMul(p); }
+  void GatherRows(const GatherRowsParams& p) override { cpu::GatherRows(p); }
+  void Argmax(const ArgmaxParams& p) override { cpu::Argmax(p); }
+  bool Synchronize() override { return true; }
+
+ private:
+  ThreadPool pool_;
+};
+
+}  // namespace kvserve::kernels::cpu
+
+#endif  // KVSERVE_KERNELS_CPU_CPU_BACKEND_H_

@@ -1,0 +1,93 @@
+// The CPU kernels that touch each element once: embedding, norms, KV write, SiLU-and-mul,
+// gather, argmax. Plain loops; the compiler vectorises the inner ones.
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/cpu_backend.h"
+
+namespace kvserve::kernels::cpu {
+namespace {
+
+// out = x / rms(x) * weight over one row of n floats. out may alias x.
+void RmsNormRow(const float* x /* [n] */, const float* weight /* [n] */, float* out /* [n] */,
+                int n, float eps) {
+  float sum_sq = 0.0f;
+  for (int i = 0; i < n; ++i) sum_sq += x[i] * x[i];
+  const float inv_rms = 1.0f / std::sqrt(sum_sq / static_cast<float>(n) + eps);
+  for (int i = 0; i < n; ++i) out[i] = x[i] * inv_rms * weight[i];
+}
+
+}  // namespace
+
+void Embedding(const EmbeddingParams& p) {
+  const size_t row_bytes = sizeof(float) * static_cast<size_t>(p.hidden);
+  for (int t = 0; t < p.num_tokens; ++t) {
+    std::memcpy(p.out + static_cast<int64_t>(t) * p.hidden,
+                p.table + static_cast<int64_t>(p.ids[t]) * p.hidden, row_bytes);
+  }
+}
+
+void RmsNorm(const RmsNormParams& p) {
+  for (int t = 0; t < p.num_tokens; ++t) {
+    const int64_t row = static_cast<int64_t>(t) * p.hidden;
+    RmsNormRow(p.x + row, p.weight, p.out + row, p.hidden, p.eps);
+  }
+}
+
+void AddRmsNorm(const AddRmsNormParams& p) {
+  for (int t = 0; t < p.num_tokens; ++t) {
+    const int64_t row = static_cast<int64_t>(t) * p.hidden;
+    float* residual = p.residual + row;  // [hidden]
+    const float* x = p.x + row;          // [hidden]
+    for (int i = 0; i < p.hidden; ++i) residual[i] += x[i];
+    RmsNormRow(residual, p.weight, p.out + row, p.hidden, p.eps);
+  }
+}
+
+void WriteKv(const KvWriteParams& p) {
+  const PagedKvView& c = p.cache;
+  const int64_t row = static_cast<int64_t>(c.num_kv_heads) * c.head_dim;
+  const int64_t k_stride = p.k_stride ? p.k_stride : row;
+  const int64_t v_stride = p.v_stride ? p.v_stride : row;
+  const size_t head_bytes = sizeof(float) * static_cast<size_t>(c.head_dim);
+  for (int t = 0; t < p.num_tokens; ++t) {
+    const int32_t slot = p.slot_mapping[t];
+    if (slot < 0) continue;  // padding
+    const int64_t block = slot / c.block_size;
+    const int64_t offset = slot % c.block_size;
+    for (int h = 0; h < c.num_kv_heads; ++h) {
+      const int64_t dst = ((block * c.num_kv_heads + h) * c.block_size + offset) * c.head_dim;
+      std::memcpy(c.k + dst, p.k + t * k_stride + h * c.head_dim, head_bytes);
+      std::memcpy(c.v + dst, p.v + t * v_stride + h * c.head_dim, head_bytes);
+    }
+  }
+}
+
+void SiluAndMul(const SiluAndMulParams& p) {
+  const int64_t n = static_cast<int64_t>(p.num_tokens) * p.intermediate;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = p.gate[i];
+    p.out[i] = g / (1.0f + std::exp(-g)) * p.up[i];
+  }
+}
+
+void GatherRows(const GatherRowsParams& p) {
+  const size_t row_bytes = sizeof(float) * static_cast<size_t>(p.cols);
+  for (int r = 0; r < p.num_rows; ++r) {
+    std::memcpy(p.dst + static_cast<int64_t>(r) * p.cols,
+                p.src + static_cast<int64_t>(p.rows[r]) * p.cols, row_bytes);
+  }
+}
+
+void Argmax(const ArgmaxParams& p) {
+  for (int r = 0; r < p.num_rows; ++r) {
+    const float* logits = p.logits + static_cast<int64_t>(r) * p.vocab;  // [vocab]
+    int32_t best = 0;
+    for (int32_t v = 1; v < p.vocab; ++v) {
+      if (logits[v] > logits[best]) best = v;
+    }
+    p.ids[r] = best;
+  }
+}
+
+}  // namespace kvserve::kernels::cpu

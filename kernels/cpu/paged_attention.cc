@@ -1,0 +1,176 @@
+// Paged attention on the CPU, flash-attention style: the keys of a sequence are streamed block
+// by block through its block table, with an online (running max, running sum) softmax, so the
+// scratch is independent of the context length.
+//
+// Work is split into items (sequence, KV head, tile of up to kQueryTile query tokens). An item
+// handles all the query heads that share its KV head (GQA), so every K/V block it loads is used
+// by group * tile query rows while it is hot in cache. Items run on the ThreadPool; the item
+// table and each thread's tiles live in the caller's workspace.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/cpu/cpu_backend.h"
+
+namespace kvserve::kernels::cpu {
+namespace {
+
+constexpr int kQueryTile = 16;
+constexpr size_t kAlign = 64;
+constexpr int64_t kCacheLineFloats = 64 / sizeof(float);
+
+struct WorkItem {
+  int32_t seq;
+  int32_t kv_head;
+  int32_t token_begin;  // first query token of the tile, an index into [0, num_tokens)
+  int32_t token_end;
+};
+
+size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// Per-thread scratch, in floats, for rows = kQueryTile * group query rows.
+size_t ThreadScratchFloats(int group, int head_dim, int block_size) {
+  const size_t rows = static_cast<size_t>(kQueryTile) * group;
+  return rows * (2 * head_dim + block_size + 2);  // q, acc, scores, max, sum
+}
+
+size_t MaxItems(const AttentionShape& s) {
+  const size_t tiles = static_cast<size_t>(s.max_num_seqs) + s.max_num_tokens / kQueryTile + 1;
+  return tiles * s.num_kv_heads;
+}
+
+inline float Dot(const float* a, const float* b, int n) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int i = 0; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+// Attention of one item; scratch is this thread's ThreadScratchFloats() floats.
+void RunItem(const PagedAttentionParams& p, const WorkItem& item, float* scratch) {
+  const PagedKvView& c = p.cache;
+  const int head_dim = c.head_dim;
+  const int group = p.num_heads / c.num_kv_heads;
+  const int64_t q_stride = p.q_stride ? p.q_stride : static_cast<int64_t>(p.num_heads) * head_dim;
+  const int num_q = item.token_end - item.token_begin;
+  const int rows = num_q * group;
+  const int max_rows = kQueryTile * group;
+  float* q = scratch;                                 // [rows, head_dim], pre-scaled
+  float* acc = q + max_rows * head_dim;               // [rows, head_dim]
+  float* scores = acc + max_rows * head_dim;          // [rows, block_size]
+  float* row_max = scores + max_rows * c.block_size;  // [rows]
+  float* row_sum = row_max + max_rows;                // [rows]
+
+  // Position of the tile's first query token: the sequence's queries are its last n positions.
+  const int32_t seq_begin = p.query_start[item.seq];
+  const int32_t seq_len = p.query_start[item.seq + 1] - seq_begin;
+  const int32_t first_pos = p.context_lens[item.seq] - seq_len + (item.token_begin - seq_begin);
+  const int32_t num_keys = first_pos + num_q;  // keys the tile's last token sees
+
+  for (int i = 0; i < num_q; ++i) {
+    for (int j = 0; j < group; ++j) {
+      const float* src = p.q + (item.token_begin + i) * q_stride +
+                         static_cast<int64_t>(item.kv_head * group + j) * head_dim;
+      float* dst = q + (i * group + j) * head_dim;
+      for (int d = 0; d < head_dim; ++d) dst[d] = src[d] * p.scale;
+    }
+  }
+  std::fill(acc, acc + rows * head_dim, 0.0f);
+  std::fill(row_max, row_max + rows, -std::numeric_limits<float>::infinity());
+  std::fill(row_sum, row_sum + rows, 0.0f);
+
+  const int32_t* block_table =
+      p.block_tables + static_cast<int64_t>(item.seq) * p.max_blocks_per_seq;
+  const int64_t head_block = static_cast<int64_t>(c.block_size) * head_dim;
+  for (int32_t key_begin = 0; key_begin < num_keys; key_begin += c.block_size) {
+    const int64_t block = block_table[key_begin / c.block_size];
+    const int64_t base = (block * c.num_kv_heads + item.kv_head) * head_block;
+    const float* k = c.k + base;  // [block_size, head_dim]
+    const float* v = c.v + base;  // [block_size, head_dim]
+    if (key_begin + c.block_size < num_keys) {
+      // Blocks are scattered, so the hardware prefetcher stops at each block's end: fetch the
+      // next block's K and V while this one is computed.
+      const int64_t next = block_table[key_begin / c.block_size + 1];
+      const int64_t next_base = (next * c.num_kv_heads + item.kv_head) * head_block;
+      for (int64_t at = 0; at < head_block; at += kCacheLineFloats) {
+        __builtin_prefetch(c.k + next_base + at);
+        __builtin_prefetch(c.v + next_base + at);
+      }
+    }
+    for (int i = 0; i < num_q; ++i) {
+      // Causal: token i (position first_pos + i) sees keys up to its own position.
+      const int valid = std::min(c.block_size, first_pos + i + 1 - key_begin);
+      if (valid <= 0) continue;
+      for (int j = 0; j < group; ++j) {
+        const int r = i * group + j;
+        float* s = scores + r * c.block_size;
+        float block_max = row_max[r];
+        for (int key = 0; key < valid; ++key) {
+          s[key] = Dot(q + r * head_dim, k + key * head_dim, head_dim);
+          block_max = std::max(block_max, s[key]);
+        }
+        const float correction = std::exp(row_max[r] - block_max);  // 0 on the first block
+        float* a = acc + r * head_dim;
+        for (int d = 0; d < head_dim; ++d) a[d] *= correction;
+        float sum = row_sum[r] * correction;
+        for (int key = 0; key < valid; ++key) {
+          const float weight = std::exp(s[key] - block_max);
+          sum += weight;
+          const float* vk = v + key * head_dim;
+#pragma omp simd
+          for (int d = 0; d < head_dim; ++d) a[d] += weight * vk[d];
+        }
+        row_max[r] = block_max;
+        row_sum[r] = sum;
+      }
+    }
+  }
+
+  for (int i = 0; i < num_q; ++i) {
+    for (int j = 0; j < group; ++j) {
+      const int r = i * group + j;
+      float* dst = p.out + (static_cast<int64_t>(item.token_begin + i) * p.num_heads +
+                            item.kv_head * group + j) *
+                               head_dim;
+      const float inv_sum = row_sum[r] > 0.0f ? 1.0f / row_sum[r] : 0.0f;
+      for (int d = 0; d < head_dim; ++d) dst[d] = acc[r * head_dim + d] * inv_sum;
+    }
+  }
+}
+
+}  // namespace
+
+size_t AttentionWorkspaceBytes(const AttentionShape& shape, int num_threads) {
+  const int group = shape.num_heads / shape.num_kv_heads;
+  const size_t per_thread =
+      AlignUp(sizeof(float) * ThreadScratchFloats(group, shape.head_dim, shape.block_size));
+  return AlignUp(sizeof(WorkItem) * MaxItems(shape)) + per_thread * std::max(num_threads, 1);
+}
+
+void PagedAttention(const PagedAttentionParams& p, ThreadPool* pool) {
+  const PagedKvView& c = p.cache;
+  const int group = p.num_heads / c.num_kv_heads;
+  auto* items = static_cast<WorkItem*>(p.workspace);
+  int64_t num_items = 0;
+  for (int s = 0; s < p.num_seqs; ++s) {
+    for (int32_t t = p.query_start[s]; t < p.query_start[s + 1]; t += kQueryTile) {
+      const int32_t end = std::min(t + kQueryTile, p.query_start[s + 1]);
+      for (int h = 0; h < c.num_kv_heads; ++h) items[num_items++] = WorkItem{s, h, t, end};
+    }
+  }
+  // The threads' tiles follow this call's item table (the plan sized both for the largest batch).
+  char* tiles = static_cast<char*>(p.workspace) + AlignUp(sizeof(WorkItem) * num_items);
+  const size_t per_thread =
+      AlignUp(sizeof(float) * ThreadScratchFloats(group, c.head_dim, c.block_size));
+  auto body = [&](int64_t i, int thread_index) {
+    RunItem(p, items[i], reinterpret_cast<float*>(tiles + per_thread * thread_index));
+  };
+  if (pool != nullptr) {
+    pool->ParallelFor(num_items, body);
+  } else {
+    for (int64_t i = 0; i < num_items; ++i) body(i, 0);
+  }
+}
+
+}  // namespace kvserve::kernels::cpu

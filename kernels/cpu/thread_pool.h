@@ -1,0 +1,70 @@
+// ThreadPool: a fixed set of worker threads, started once, that run ParallelFor loops. The
+// calling thread takes part in every loop, so a pool of n threads starts n - 1 workers and a
+// pool of 1 runs everything inline. Items are handed out one at a time from an atomic counter,
+// so uneven items (a long prefill chunk next to short decodes) balance themselves.
+//
+// Steady state creates no threads and allocates nothing: the loop body is passed by reference
+// through a type-erased pointer, never copied into a std::function.
+// Thread-safety: ParallelFor may be called from one thread at a time (the engine thread); calls
+// do not nest.
+#ifndef KVSERVE_KERNELS_CPU_THREAD_POOL_H_
+#define KVSERVE_KERNELS_CPU_THREAD_POOL_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace kvserve::kernels::cpu {
+
+class ThreadPool {
+ public:
+  // num_threads <= 0 means std::thread::hardware_concurrency().
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  // Threads taking part in a loop, the caller included.
+  int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Runs body(item, thread_index) for every item in [0, num_items), thread_index in
+  // [0, num_threads()) naming the thread (for per-thread scratch). Returns when all are done.
+  template <typename Body>
+  void ParallelFor(int64_t num_items, const Body& body) {
+    Run(num_items, &Trampoline<Body>, &body);
+  }
+
+ private:
+  using Invoke = void (*)(const void* body, int64_t item, int thread_index);
+
+  template <typename Body>
+  static void Trampoline(const void* body, int64_t item, int thread_index) {
+    (*static_cast<const Body*>(body))(item, thread_index);
+  }
+
+  void Run(int64_t num_items, Invoke invoke, const void* body);
+  void WorkerLoop(int thread_index);
+  void Drain(int thread_index);
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable work_ready_;  // workers wait for a new generation_ or stop_
+  std::condition_variable work_done_;   // the caller waits for busy_workers_ == 0
+  uint64_t generation_ = 0;             // guarded by mu_; bumped per loop
+  int busy_workers_ = 0;                // guarded by mu_
+  bool stop_ = false;                   // guarded by mu_
+
+  // The loop in flight; written by the caller under mu_ before generation_ is bumped.
+  Invoke invoke_ = nullptr;
+  const void* body_ = nullptr;
+  int64_t num_items_ = 0;
+  std::atomic<int64_t> next_item_{0};
+};
+
+}  // namespace kvserve::kernels::cpu
+
+#endif  // KVSERVE_KERNELS_CPU_THREAD_POOL_H_

@@ -1,0 +1,244 @@
+// The kernel interface of kvserve: every piece of math the Llama-family forward pass needs, on a
+// flattened batch of T tokens from S sequences, as plain params structs (raw pointers + sizes,
+// a shape comment on every pointer) and one abstract Backend that runs them.
+//
+// Backends: CpuBackend (kernels/cpu/cpu_backend.h, host pointers, always built) and CudaBackend
+// (kernels/cuda/cuda_backend.h, device pointers, built when KVSERVE_WITH_CUDA is defined). The
+// CPU one is the reference the CUDA one is tested against.
+//
+// Conventions for every call:
+//  - No call allocates. Scratch the attention needs is caller-provided workspace whose size comes
+//    from Backend::AttentionWorkspaceBytes() (plan once, at start-up, for the largest batch).
+//  - All tensors are fp32, row-major, densely packed unless a stride says otherwise.
+//  - Pointers are host pointers for CpuBackend and device pointers for CudaBackend; the integer
+//    metadata (ids, positions, slot_mapping, query_start, context_lens, block_tables) lives
+//    where the tensors live.
+//  - Preconditions are written as REQUIRES and are not checked in release builds: the caller
+//    (the model runner) builds the metadata and is trusted.
+//  - "out may alias in" is stated per call where it holds; otherwise buffers must not overlap.
+// Thread-safety: a Backend runs one call at a time (the engine thread owns it). Calls on a
+// CudaBackend are asynchronous on its stream; Synchronize() waits for them.
+#ifndef KVSERVE_KERNELS_KERNELS_H_
+#define KVSERVE_KERNELS_KERNELS_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kvserve::kernels {
+
+// ---------------------------------------------------------------------------------------------
+// RoPE. Kernels sit below model/, so they carry their own copy of the enums; the forward pass
+// converts model::RopeStyle / RopeScaling into these.
+enum class RopeStyle {
+  kInterleaved,  // pairs (x[2i], x[2i+1])      — GGUF "llama" files
+  kHalf,         // pairs (x[i], x[i + d/2])    — Hugging Face checkpoints, GGUF qwen2 ("neox")
+};
+
+enum class RopeScalingType { kNone, kLinear, kLlama3 };
+
+// The rotary embedding of one model: frequencies inv_freq[i] = theta^(-2i/d), i < d/2, then
+//  - kLinear: positions are divided by factor (inv_freq / factor);
+//  - kLlama3: wavelengths longer than original_max_position / low_freq_factor are divided by
+//    factor, shorter than original_max_position / high_freq_factor are kept, and the band in
+//    between is interpolated smoothly (Llama 3.1's rule).
+struct RopeConfig {
+  int32_t head_dim = 0;  // rotary dimension = head_dim; REQUIRES: even, <= 512
+  float theta = 10000.0f;
+  RopeStyle style = RopeStyle::kHalf;
+  RopeScalingType scaling = RopeScalingType::kNone;
+  float factor = 1.0f;
+  float low_freq_factor = 1.0f;          // kLlama3 only
+  float high_freq_factor = 4.0f;         // kLlama3 only
+  int32_t original_max_position = 8192;  // kLlama3 only
+};
+
+// Fills inv_freq [head_dim / 2] with the (scaled) inverse frequencies of config. Host code,
+// shared by every backend and by tests, so all agree on the frequencies.
+void ComputeRopeInvFreq(const RopeConfig& config, float* inv_freq /* [head_dim / 2] */);
+
+// ---------------------------------------------------------------------------------------------
+// Params of each call.
+
+// out[t, :] = table[ids[t], :].  REQUIRES: 0 <= ids[t] < vocab.
+struct EmbeddingParams {
+  const int32_t* ids;  // [num_tokens]
+  const float* table;  // [vocab, hidden]
+  float* out;          // [num_tokens, hidden]
+  int32_t num_tokens;
+  int32_t vocab;
+  int32_t hidden;
+};
+
+// out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight.  out may alias x.
+struct RmsNormParams {
+  const float* x;       // [num_tokens, hidden]
+  const float* weight;  // [hidden]
+  float* out;           // [num_tokens, hidden]
+  int32_t num_tokens;
+  int32_t hidden;
+  float eps;
+};
+
+// residual += x; out = rmsnorm(residual) * weight. The residual stream stays in fp32 in
+// `residual`; out may alias x (not residual).
+struct AddRmsNormParams {
+  float* residual;      // [num_tokens, hidden], read and written
+  const float* x;       // [num_tokens, hidden]
+  const float* weight;  // [hidden]
+  float* out;           // [num_tokens, hidden]
+  int32_t num_tokens;
+  int32_t hidden;
+  float eps;
+};
+
+// y = x w^T (+ bias): y[t, o] = sum_i x[t, i] * w[o, i] + bias[o]. w is row-major [out, in] as
+// in ModelWeights. y must not alias x or w.
+struct LinearParams {
+  const float* x;     // [num_tokens, in_features]
+  const float* w;     // [out_features, in_features]
+  const float* bias;  // [out_features] or nullptr
+  float* y;           // [num_tokens, out_features]
+  int32_t num_tokens;
+  int32_t in_features;
+  int32_t out_features;
+};
+
+// In-place rotary embedding of q and k at positions. Strides are in floats between consecutive
+// tokens; 0 means densely packed (num_heads * head_dim, num_kv_heads * head_dim), so q and k can
+// also be column slices of one fused QKV buffer. k may be nullptr (num_kv_heads ignored).
+struct RopeParams {
+  float* q;                  // [num_tokens, num_heads, head_dim], token stride q_stride
+  float* k;                  // [num_tokens, num_kv_heads, head_dim], token stride k_stride
+  const int32_t* positions;  // [num_tokens], >= 0
+  int32_t num_tokens;
+  int32_t num_heads;
+  int32_t num_kv_heads;
+  int64_t q_stride = 0;
+  int64_t k_stride = 0;
+  RopeConfig config;  // config.head_dim is the head size
+};
+
+// One layer's paged K and V (the layout the KV cache manager describes; slot = block_id *
+// block_size + offset within the block). A plain view, passed by value.
+struct PagedKvView {
+  float* k;  // [num_blocks, num_kv_heads, block_size, head_dim]
+  float* v;  // [num_blocks, num_kv_heads, block_size, head_dim]
+  int32_t num_blocks;
+  int32_t num_kv_heads;
+  int32_t block_size;
+  int32_t head_dim;
+};
+
+// Writes the new K/V of each token to its slot: cache.k[block, h, offset, :] = k[t, h, :] with
+// block = slot_mapping[t] / block_size, offset = slot_mapping[t] % block_size. Tokens whose slot
+// is -1 (padding) are skipped. REQUIRES: slots >= 0 are < num_blocks * block_size and distinct.
+struct KvWriteParams {
+  const float* k;               // [num_tokens, num_kv_heads, head_dim], token stride k_stride
+  const float* v;               // [num_tokens, num_kv_heads, head_dim], token stride v_stride
+  const int32_t* slot_mapping;  // [num_tokens]
+  int32_t num_tokens;
+  int64_t k_stride = 0;  // 0: num_kv_heads * head_dim
+  int64_t v_stride = 0;
+  PagedKvView cache;
+};
+
+// Attention of a flattened batch over the paged cache, after this step's K/V were written.
+// Sequence s owns query tokens [query_start[s], query_start[s+1]) and has context_lens[s] tokens
+// in the cache, so its i-th query token (of n = query_start[s+1] - query_start[s]) sits at
+// position p = context_lens[s] - n + i and attends to cache positions 0..p (causal inside a
+// prefill chunk; a decode is n = 1). Cache position j of sequence s lives in block
+// block_tables[s * max_blocks_per_seq + j / block_size] at offset j % block_size.
+// Query head h reads KV head h / (num_heads / num_kv_heads) (GQA). Tokens of no sequence
+// (t >= query_start[num_seqs], padding) get no output. A sequence with n = 0 is allowed.
+// REQUIRES: num_heads % cache.num_kv_heads == 0; n <= context_lens[s] for every s;
+// context_lens[s] <= max_blocks_per_seq * block_size; workspace of at least
+// AttentionWorkspaceBytes(shape) bytes for a shape covering this call.
+struct PagedAttentionParams {
+  const float* q;               // [num_tokens, num_heads, head_dim], token stride q_stride
+  float* out;                   // [num_tokens, num_heads, head_dim] (packed)
+  const int32_t* query_start;   // [num_seqs + 1], query_start[0] = 0, non-decreasing
+  const int32_t* context_lens;  // [num_seqs]
+  const int32_t* block_tables;  // [num_seqs, max_blocks_per_seq]
+  int32_t num_tokens;
+  int32_t num_seqs;
+  int32_t num_heads;
+  int32_t max_blocks_per_seq;
+  int32_t max_query_len;    // max over s of n; CUDA uses it to size the grid, CPU ignores it
+  int32_t max_context_len;  // max over s of context_lens[s]; CUDA plans split-KV with it
+  float scale;              // usually 1 / sqrt(head_dim)
+  int64_t q_stride = 0;     // 0: num_heads * head_dim
+  PagedKvView cache;
+  void* workspace;  // AttentionWorkspaceBytes() bytes
+  size_t workspace_bytes;
+};
+
+// The largest batch an attention workspace must serve; plan it once from the engine limits.
+struct AttentionShape {
+  int32_t max_num_tokens;  // max_num_batched_tokens
+  int32_t max_num_seqs;
+  int32_t max_context_len;  // longest context a sequence may reach
+  int32_t num_heads;
+  int32_t num_kv_heads;
+  int32_t head_dim;
+  int32_t block_size;
+};
+
+// out[t, i] = silu(gate[t, i]) * up[t, i], silu(x) = x / (1 + e^-x). gate and up are two
+// buffers (two separate projections); out may alias gate or up.
+struct SiluAndMulParams {
+  const float* gate;  // [num_tokens, intermediate]
+  const float* up;    // [num_tokens, intermediate]
+  float* out;         // [num_tokens, intermediate]
+  int32_t num_tokens;
+  int32_t intermediate;
+};
+
+// dst[r, :] = src[rows[r], :]: picks the positions that need logits before the lm_head matmul.
+// REQUIRES: 0 <= rows[r] < src_rows.
+struct GatherRowsParams {
+  const float* src;     // [src_rows, cols]
+  const int32_t* rows;  // [num_rows]
+  float* dst;           // [num_rows, cols]
+  int32_t src_rows;
+  int32_t num_rows;
+  int32_t cols;
+};
+
+// ids[r] = argmax_v logits[r, v]; ties go to the lowest id (as the CPU sampler's greedy).
+struct ArgmaxParams {
+  const float* logits;  // [num_rows, vocab]
+  int32_t* ids;         // [num_rows]
+  int32_t num_rows;
+  int32_t vocab;
+};
+
+// ---------------------------------------------------------------------------------------------
+// A set of kernels bound to one kind of memory. See the file comment for the conventions.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual const char* name() const = 0;
+
+  // Bytes of workspace PagedAttention needs for any call within shape.
+  virtual size_t AttentionWorkspaceBytes(const AttentionShape& shape) const = 0;
+
+  virtual void Embedding(const EmbeddingParams& p) = 0;
+  virtual void RmsNorm(const RmsNormParams& p) = 0;
+  virtual void AddRmsNorm(const AddRmsNormParams& p) = 0;
+  virtual void Linear(const LinearParams& p) = 0;
+  virtual void Rope(const RopeParams& p) = 0;
+  virtual void WriteKv(const KvWriteParams& p) = 0;
+  virtual void PagedAttention(const PagedAttentionParams& p) = 0;
+  virtual void SiluAndMul(const SiluAndMulParams& p) = 0;
+  virtual void GatherRows(const GatherRowsParams& p) = 0;
+  virtual void Argmax(const ArgmaxParams& p) = 0;
+
+  // Waits until every call issued so far has finished (a no-op on the CPU). Returns false when
+  // the device reported an error (the CUDA backend then logs it to stderr).
+  virtual bool Synchronize() = 0;
+};
+
+}  // namespace kvserve::kernels
+
+#endif  // KVSERVE_KERNELS_KERNELS_H_

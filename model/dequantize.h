@@ -1,0 +1,56 @@
+// Dequantization of GGUF / safetensors tensor encodings to fp32, and the half-precision
+// conversions the readers and tests share. Pure functions over caller-owned buffers; thread-safe.
+//
+// Block layouts (little-endian, 32 elements per block):
+//   Q4_0: fp16 d, 16 bytes of nibbles     x[j] = (lo(q[j]) - 8) d,  x[j+16] = (hi(q[j]) - 8) d
+//   Q4_1: fp16 d, fp16 m, 16 bytes        x[j] = lo(q[j]) d + m,    x[j+16] = hi(q[j]) d + m
+//   Q8_0: fp16 d, 32 int8                 x[j] = q[j] d
+// K-quants (256 elements per block):
+//   Q4_K: fp16 d, fp16 dmin, 12 bytes packing eight 6-bit (scale, min) pairs, 128 nibble bytes.
+//         Sub-block s (32 elements) is x = (d scale_s) q - (dmin min_s); each 64-element chunk
+//         takes the low nibbles of 32 bytes for its first sub-block, the high for its second.
+//   Q6_K: 128 bytes of low 4 bits, 64 bytes of high 2 bits, 16 int8 scales, fp16 d;
+//         x = (d scale_{i/16}) (q - 32) with q the 6-bit value.
+#ifndef KVSERVE_MODEL_DEQUANTIZE_H_
+#define KVSERVE_MODEL_DEQUANTIZE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "model/gguf_file.h"
+
+namespace kvserve {
+
+// IEEE binary16 <-> fp32 (round to nearest even; subnormals, infinities and NaN kept).
+float HalfToFloat(uint16_t half);
+uint16_t FloatToHalf(float value);
+// bfloat16 (the high 16 bits of an fp32) <-> fp32; FloatToBFloat16 rounds to nearest even.
+float BFloat16ToFloat(uint16_t bf16);
+uint16_t FloatToBFloat16(float value);
+
+// Writes `num_elements` floats decoded from `data` (`num_bytes` bytes of `type`) into `out`.
+// INVALID_ARGUMENT when the type is unsupported, num_elements is not a whole number of blocks,
+// or num_bytes is not exactly the size those blocks take.
+// REQUIRES: out has room for num_elements floats.
+absl::Status Dequantize(GgmlType type, const uint8_t* data, uint64_t num_bytes,
+                        int64_t num_elements, float* out);
+
+// One tensor to decode into an owned vector (resized by DequantizeAll).
+struct DequantizeJob {
+  std::string name;  // for error messages
+  GgmlType type;
+  const uint8_t* data;  // [num_bytes]
+  uint64_t num_bytes;
+  int64_t num_elements;
+  std::vector<float>* out;  // resized to num_elements
+};
+
+// Runs every job, splitting them by size over `num_threads` threads (1: the calling thread only).
+// Returns the first failure, naming the tensor. Outputs of failed runs are unspecified.
+absl::Status DequantizeAll(const std::vector<DequantizeJob>& jobs, int num_threads);
+
+}  // namespace kvserve
+
+#endif  // KVSERVE_MODEL_DEQUANTIZE_H_

@@ -1,0 +1,193 @@
+#include "model/gguf_model.h"
+
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "model/dequantize.h"
+#include "model/weight_slots.h"
+
+namespace kvserve {
+namespace {
+
+// Reads an integer key into an int32 field; NOT_FOUND when absent and required.
+absl::Status ReadInt32(const GgufFile& file, const std::string& key, bool required, int32_t* out) {
+  if (!file.Has(key) && !required) return absl::OkStatus();
+  absl::StatusOr<int64_t> value = file.GetInt(key);
+  if (!value.ok()) return value.status();
+  if (*value < std::numeric_limits<int32_t>::min() ||
+      *value > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GGUF metadata key '", key, "' = ", *value, " does not fit in int32"));
+  }
+  *out = static_cast<int32_t>(*value);
+  return absl::OkStatus();
+}
+
+absl::Status ReadFloat(const GgufFile& file, const std::string& key, float* out) {
+  if (!file.Has(key)) return absl::OkStatus();
+  absl::StatusOr<double> value = file.GetFloat(key);
+  if (!value.ok()) return value.status();
+  *out = static_cast<float>(*value);
+  return absl::OkStatus();
+}
+
+std::string DimsString(const std::vector<int64_t>& dims) {
+  return absl::StrCat("[", absl::StrJoin(dims, ", "), "]");
+}
+
+// Collects the tensors to decode, checking names and shapes first so that nothing is
+// allocated for a file that does not match its config.
+class JobList {
+ public:
+  explicit JobList(const GgufFile& file) : file_(file) {}
+
+  // `dims` in ggml order (fastest first).
+  absl::Status Add(const std::string& name, std::vector<int64_t> dims, std::vector<float>* out) {
+    const GgufTensorInfo* info = file_.FindTensor(name);
+    if (info == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("GGUF tensor '", name, "' is missing"));
+    }
+    if (info->dims != dims) {
+      return absl::InvalidArgumentError(absl::StrCat("GGUF tensor '", name, "' has dims ",
+                                                     DimsString(info->dims), ", want ",
+                                                     DimsString(dims), " (ggml order)"));
+    }
+    total_floats_ += info->num_elements();
+    jobs_.push_back({name, info->type, info->data, info->num_bytes, info->num_elements(), out});
+    return absl::OkStatus();
+  }
+
+  int64_t total_floats() const { return total_floats_; }
+  const std::vector<DequantizeJob>& jobs() const { return jobs_; }
+
+ private:
+  const GgufFile& file_;
+  std::vector<DequantizeJob> jobs_;
+  int64_t total_floats_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& file) {
+  ModelConfig config;
+  absl::StatusOr<std::string> arch = file.GetString("general.architecture");
+  if (!arch.ok()) return arch.status();
+  if (*arch != "llama" && *arch != "qwen2") {
+    return absl::UnimplementedError(
+        absl::StrCat("GGUF architecture '", *arch, "' is not supported (llama, qwen2)"));
+  }
+  config.architecture = *arch;
+  config.rope_style = *arch == "llama" ? RopeStyle::kInterleaved : RopeStyle::kHalf;
+  if (file.Has("general.name")) {
+    absl::StatusOr<std::string> name = file.GetString("general.name");
+    if (!name.ok()) return name.status();
+    config.name = *name;
+  }
+  const std::string p = *arch + ".";
+  for (auto [key, field] : {std::pair{"block_count", &config.num_layers},
+                            std::pair{"embedding_length", &config.hidden_size},
+                            std::pair{"attention.head_count", &config.num_heads},
+                            std::pair{"feed_forward_length", &config.intermediate_size},
+                            std::pair{"context_length", &config.max_context}}) {
+    if (absl::Status s = ReadInt32(file, p + key, /*required=*/true, field); !s.ok()) return s;
+  }
+  config.num_kv_heads = config.num_heads;
+  if (absl::Status s = ReadInt32(file, p + "attention.head_count_kv", false, &config.num_kv_heads);
+      !s.ok()) {
+    return s;
+  }
+  config.head_dim = config.num_heads > 0 ? config.hidden_size / config.num_heads : 0;
+  if (absl::Status s = ReadInt32(file, p + "attention.key_length", false, &config.head_dim);
+      !s.ok()) {
+    return s;
+  }
+  int32_t rotary_dims = config.head_dim;
+  if (absl::Status s = ReadInt32(file, p + "rope.dimension_count", false, &rotary_dims); !s.ok()) {
+    return s;
+  }
+  if (rotary_dims != config.head_dim) {
+    return absl::UnimplementedError(absl::StrCat(p, "rope.dimension_count = ", rotary_dims,
+                                                 ": partial rotary embeddings (head_dim ",
+                                                 config.head_dim, ") are not supported"));
+  }
+  for (auto [key, field] : {std::pair{"rope.freq_base", &config.rope_theta},
+                            std::pair{"attention.layer_norm_rms_epsilon", &config.rms_norm_eps}}) {
+    if (absl::Status s = ReadFloat(file, p + key, field); !s.ok()) return s;
+  }
+  // RoPE scaling: linear is a metadata pair; llama3-style scaling is baked by llama.cpp into a
+  // per-frequency tensor that ModelConfig cannot express.
+  if (file.FindTensor("rope_freqs.weight") != nullptr) {
+    return absl::UnimplementedError(
+        "GGUF tensor 'rope_freqs.weight' (per-frequency RoPE factors, llama3 scaling) is not "
+        "supported; load the Hugging Face checkpoint instead");
+  }
+  if (file.Has(p + "rope.scaling.type")) {
+    absl::StatusOr<std::string> type = file.GetString(p + "rope.scaling.type");
+    if (!type.ok()) return type.status();
+    if (*type == "linear") {
+      config.rope_scaling.type = RopeScaling::Type::kLinear;
+      if (absl::Status s = ReadFloat(file, p + "rope.scaling.factor", &config.rope_scaling.factor);
+          !s.ok()) {
+        return s;
+      }
+    } else if (*type != "none") {
+      return absl::UnimplementedError(
+          absl::StrCat(p, "rope.scaling.type '", *type, "' is not supported (none, linear)"));
+    }
+  }
+  if (file.Has("tokenizer.ggml.tokens")) {
+    absl::StatusOr<int64_t> n = file.GetArrayLength("tokenizer.ggml.tokens");
+    if (!n.ok()) return n.status();
+    if (*n > std::numeric_limits<int32_t>::max()) {
+      return absl::InvalidArgumentError("tokenizer.ggml.tokens: too many tokens");
+    }
+    config.vocab_size = static_cast<int32_t>(*n);
+  } else if (absl::Status s = ReadInt32(file, p + "vocab_size", true, &config.vocab_size);
+             !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ReadInt32(file, "tokenizer.ggml.bos_token_id", false, &config.bos_token_id);
+      !s.ok()) {
+    return s;
+  }
+  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"}) {
+    int32_t id = -1;
+    if (absl::Status s = ReadInt32(file, key, false, &id); !s.ok()) return s;
+    if (id >= 0 && (config.eos_token_ids.empty() || config.eos_token_ids[0] != id)) {
+      config.eos_token_ids.push_back(id);
+    }
+  }
+  config.tie_word_embeddings = file.FindTensor("output.weight") == nullptr;
+  config.attention_bias = file.FindTensor("blk.0.attn_q.bias") != nullptr;
+  if (absl::Status s = config.Validate(); !s.ok()) return s;
+  return config;
+}
+
+absl::StatusOr<ModelWeights> WeightsFromGguf(const GgufFile& file, const GgufLoadOptions& options) {
+  absl::StatusOr<ModelConfig> config = ConfigFromGguf(file);
+  if (!config.ok()) return config.status();
+  ModelWeights weights;
+  weights.config = *config;
+  absl::Status s = CheckTensorCount(weights.config, file.tensors().size());
+  if (!s.ok()) return s;
+  JobList jobs(file);
+  for (const WeightSlot& slot : WeightSlots(&weights)) {
+    // ggml lists dims fastest first: the reverse of the row-major shape.
+    if (s = jobs.Add(slot.gguf_name, {slot.shape.rbegin(), slot.shape.rend()}, slot.out); !s.ok()) {
+      return s;
+    }
+  }
+  if (options.max_total_floats >= 0 && jobs.total_floats() > options.max_total_floats) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "model has ", jobs.total_floats(), " weights, over the cap of ", options.max_total_floats));
+  }
+  if (s = DequantizeAll(jobs.jobs(), options.num_threads); !s.ok()) return s;
+  if (s = weights.Validate(); !s.ok()) return s;
+  return weights;
+}
+
+}  // namespace kvserve

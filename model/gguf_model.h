@@ -1,0 +1,37 @@
+// Turning a parsed GGUF file into a ModelConfig and fp32 ModelWeights (llama and qwen2
+// architectures, llama.cpp tensor naming: token_embd, blk.N.attn_q, ..., output_norm, output).
+// Stateless functions; the GgufFile is only read.
+//
+// GGUF lists a tensor's dims fastest-first, so a weight with ggml dims [in, out] is row-major
+// [out, in], exactly ModelWeights' layout: decoding needs no transpose.
+#ifndef KVSERVE_MODEL_GGUF_MODEL_H_
+#define KVSERVE_MODEL_GGUF_MODEL_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "model/gguf_file.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
+
+namespace kvserve {
+
+// Reads the model shape from `<arch>.*` and `tokenizer.ggml.*` metadata. rope_style is
+// kInterleaved for llama (llama.cpp permuted Q/K rows at conversion) and kHalf for qwen2.
+// INVALID_ARGUMENT / NOT_FOUND naming the key for a missing or malformed value; UNIMPLEMENTED
+// for an architecture or RoPE variant we do not run. The result passes ModelConfig::Validate.
+absl::StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& file);
+
+struct GgufLoadOptions {
+  int num_threads = 2;            // dequantization threads
+  int64_t max_total_floats = -1;  // refuse (RESOURCE_EXHAUSTED) models larger than this; -1: no cap
+};
+
+// ConfigFromGguf, then every tensor checked against the config's shapes (a missing tensor or a
+// shape mismatch is INVALID_ARGUMENT naming the tensor) and dequantized to fp32.
+absl::StatusOr<ModelWeights> WeightsFromGguf(const GgufFile& file,
+                                             const GgufLoadOptions& options = {});
+
+}  // namespace kvserve
+
+#endif  // KVSERVE_MODEL_GGUF_MODEL_H_

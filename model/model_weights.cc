@@ -1,0 +1,66 @@
+#include "model/model_weights.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace kvserve {
+namespace {
+
+absl::Status CheckSize(const std::string& name, const std::vector<float>& tensor, int64_t want) {
+  if (static_cast<int64_t>(tensor.size()) != want) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": ", tensor.size(), " floats, want ", want));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ModelWeights::Validate() const {
+  if (absl::Status s = config.Validate(); !s.ok()) return s;
+  const int64_t hidden = config.hidden_size;
+  const int64_t q_dim = static_cast<int64_t>(config.num_heads) * config.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(config.num_kv_heads) * config.head_dim;
+  const int64_t ffn = config.intermediate_size;
+  const int64_t vocab = config.vocab_size;
+  if (static_cast<int64_t>(layers.size()) != config.num_layers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layers: ", layers.size(), " layers, want ", config.num_layers));
+  }
+  if (absl::Status s = CheckSize("token_embedding", token_embedding, vocab * hidden); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckSize("final_norm", final_norm, hidden); !s.ok()) return s;
+  if (absl::Status s =
+          CheckSize("lm_head", lm_head, config.tie_word_embeddings ? 0 : vocab * hidden);
+      !s.ok()) {
+    return s;
+  }
+  const int64_t bias_q = config.attention_bias ? q_dim : 0;
+  const int64_t bias_kv = config.attention_bias ? kv_dim : 0;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerWeights& l = layers[i];
+    const std::string p = absl::StrCat("layers.", i, ".");
+    for (auto [name, tensor, want] : {
+             std::tuple{"attn_norm", &l.attn_norm, hidden},
+             std::tuple{"wq", &l.wq, q_dim * hidden},
+             std::tuple{"wk", &l.wk, kv_dim * hidden},
+             std::tuple{"wv", &l.wv, kv_dim * hidden},
+             std::tuple{"bq", &l.bq, bias_q},
+             std::tuple{"bk", &l.bk, bias_kv},
+             std::tuple{"bv", &l.bv, bias_kv},
+             std::tuple{"wo", &l.wo, hidden * q_dim},
+             std::tuple{"ffn_norm", &l.ffn_norm, hidden},
+             std::tuple{"w_gate", &l.w_gate, ffn * hidden},
+             std::tuple{"w_up", &l.w_up, ffn * hidden},
+             std::tuple{"w_down", &l.w_down, hidden * ffn},
+         }) {
+      if (absl::Status s = CheckSize(p + name, *tensor, want); !s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kvserve

@@ -1,0 +1,49 @@
+// ModelWeights: every weight of a Llama-family decoder in fp32, owned, whatever file it came from.
+// Matrices are row-major [out_features, in_features], so a linear layer is y = W x (for a batch
+// X [tokens, in]: Y = X W^T). The CPU kernels read these directly; a GPU runner converts them.
+// Not thread-safe to mutate; immutable after loading and safe to share for reading.
+#ifndef KVSERVE_MODEL_MODEL_WEIGHTS_H_
+#define KVSERVE_MODEL_MODEL_WEIGHTS_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "model/model_config.h"
+
+namespace kvserve {
+
+struct LayerWeights {
+  std::vector<float> attn_norm;  // [hidden]
+  std::vector<float> wq;         // [num_heads * head_dim, hidden]
+  std::vector<float> wk;         // [num_kv_heads * head_dim, hidden]
+  std::vector<float> wv;         // [num_kv_heads * head_dim, hidden]
+  std::vector<float> bq;         // [num_heads * head_dim]; empty unless config.attention_bias
+  std::vector<float> bk;         // [num_kv_heads * head_dim]; empty unless attention_bias
+  std::vector<float> bv;         // [num_kv_heads * head_dim]; empty unless attention_bias
+  std::vector<float> wo;         // [hidden, num_heads * head_dim]
+  std::vector<float> ffn_norm;   // [hidden]
+  std::vector<float> w_gate;     // [intermediate, hidden]
+  std::vector<float> w_up;       // [intermediate, hidden]
+  std::vector<float> w_down;     // [hidden, intermediate]
+};
+
+struct ModelWeights {
+  ModelConfig config;
+  std::vector<float> token_embedding;  // [vocab, hidden]
+  std::vector<LayerWeights> layers;    // [num_layers]
+  std::vector<float> final_norm;       // [hidden]
+  std::vector<float> lm_head;          // [vocab, hidden]; empty when config.tie_word_embeddings
+
+  // The output projection: lm_head, or the token embedding when tied.
+  const std::vector<float>& output_weight() const {
+    return config.tie_word_embeddings ? token_embedding : lm_head;
+  }
+
+  // OK when config is valid and every vector has exactly the size its comment gives;
+  // otherwise INVALID_ARGUMENT naming the tensor (e.g. "layers.3.wk: 36864 floats, want 110592").
+  absl::Status Validate() const;
+};
+
+}  // namespace kvserve
+
+#endif  // KVSERVE_MODEL_MODEL_WEIGHTS_H_

@@ -1,0 +1,84 @@
+#include "model/weights_loader.h"
+
+#include <filesystem>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "model/gguf_file.h"
+#include "model/gguf_model.h"
+#include "model/hf_model.h"
+#include "model/synthetic_weights.h"
+
+namespace kvserve {
+namespace {
+
+constexpr char kSyntheticPrefix[] = "synthetic:";
+
+absl::Status BadSpec(const std::string& spec, std::string_view why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("model spec '", spec, "': ", absl::string_view(why.data(), why.size()),
+                   " (want a .gguf file, a Hugging Face directory with config.json, or "
+                   "synthetic:<preset>[:layers=N][:seed=S])"));
+}
+
+}  // namespace
+
+absl::StatusOr<SyntheticSpec> ParseSyntheticSpec(const std::string& spec) {
+  if (!absl::StartsWith(spec, kSyntheticPrefix)) return BadSpec(spec, "not synthetic:");
+  const std::vector<std::string> parts =
+      absl::StrSplit(absl::string_view(spec).substr(sizeof(kSyntheticPrefix) - 1), ':');
+  SyntheticSpec out;
+  out.preset = parts[0];
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const absl::string_view part = parts[i];
+    if (absl::StartsWith(part, "layers=")) {
+      if (!absl::SimpleAtoi(part.substr(7), &out.num_layers) || out.num_layers <= 0) {
+        return BadSpec(spec, "layers= wants a positive integer");
+      }
+    } else if (absl::StartsWith(part, "seed=")) {
+      if (!absl::SimpleAtoi(part.substr(5), &out.seed)) {
+        return BadSpec(spec, "seed= wants an unsigned integer");
+      }
+    } else {
+      return BadSpec(spec, absl::StrCat("unknown option '", part, "' (layers=, seed=)"));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<ModelWeights> LoadWeights(const std::string& spec) {
+  if (absl::StartsWith(spec, kSyntheticPrefix)) {
+    absl::StatusOr<SyntheticSpec> parsed = ParseSyntheticSpec(spec);
+    if (!parsed.ok()) return parsed.status();
+    absl::StatusOr<ModelConfig> config = SyntheticConfig(parsed->preset);
+    if (!config.ok()) return config.status();
+    if (parsed->num_layers > 0) config->num_layers = parsed->num_layers;
+    return MakeSyntheticWeights(*config, parsed->seed);
+  }
+  std::error_code error;
+  const std::filesystem::path path(spec);
+  if (std::filesystem::is_directory(path, error)) {
+    if (!std::filesystem::exists(path / "config.json", error)) {
+      return BadSpec(spec, "directory has no config.json");
+    }
+    return LoadHfModel(spec);
+  }
+  if (path.extension() == ".gguf") {
+    absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(spec);
+    if (!file.ok()) return file.status();
+    absl::StatusOr<ModelWeights> weights = WeightsFromGguf(**file);
+    if (!weights.ok()) {
+      return absl::Status(weights.status().code(),
+                          absl::StrCat(spec, ": ", weights.status().message()));
+    }
+    return weights;
+  }
+  if (!std::filesystem::exists(path, error)) return BadSpec(spec, "no such file or directory");
+  return BadSpec(spec, "not a .gguf file or a directory");
+}
+
+}  // namespace kvserve

@@ -1,0 +1,32 @@
+// LoadWeights: the one entry point that turns a model spec into fp32 ModelWeights, whatever the
+// source. A spec is
+//   - a path to a .gguf file (GGUF v2/v3, llama or qwen2; see gguf_model.h),
+//   - a Hugging Face checkpoint directory (config.json + safetensors; see hf_model.h), or
+//   - "synthetic:<preset>[:layers=N][:seed=S]": random weights of a preset shape
+//     (synthetic_weights.h; layers overrides num_layers, seed defaults to 0).
+// Anything else is INVALID_ARGUMENT saying what a spec may be. Thread-safe (no shared state).
+#ifndef KVSERVE_MODEL_WEIGHTS_LOADER_H_
+#define KVSERVE_MODEL_WEIGHTS_LOADER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
+
+namespace kvserve {
+
+absl::StatusOr<ModelWeights> LoadWeights(const std::string& spec);
+
+// The parsed form of a "synthetic:..." spec.
+struct SyntheticSpec {
+  std::string preset;
+  int32_t num_layers = -1;  // -1: the preset's
+  uint64_t seed = 0;
+};
+absl::StatusOr<SyntheticSpec> ParseSyntheticSpec(const std::string& spec);
+
+}  // namespace kvserve
+
+#endif  // KVSERVE_MODEL_WEIGHTS_LOADER_H_

@@ -1,0 +1,195 @@
+// The CPU kernels other than attention, each against a naive loop on random inputs.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace kvserve::kernels {
+namespace {
+
+using testing::RandomFloats;
+
+constexpr uint32_t kSeed = 20261129;
+
+class CpuKernelsTest : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override { std::printf("seed %u, tokens %d\n", kSeed, GetParam()); }
+  int num_tokens() const { return GetParam(); }
+  std::mt19937 rng_{kSeed};
+};
+
+TEST_P(CpuKernelsTest, EmbeddingCopiesTheRowsOfTheIds) {
+  const int vocab = 1000, hidden = 72;
+  std::vector<float> table = RandomFloats(vocab * hidden, rng_);
+  std::vector<int32_t> ids(num_tokens());
+  for (int32_t& id : ids) id = static_cast<int32_t>(rng_() % vocab);
+  ids.back() = vocab - 1;
+  std::vector<float> out(num_tokens() * hidden);
+  cpu::Embedding({ids.data(), table.data(), out.data(), num_tokens(), vocab, hidden});
+  for (int t = 0; t < num_tokens(); ++t) {
+    for (int i = 0; i < hidden; ++i) ASSERT_EQ(out[t * hidden + i], table[ids[t] * hidden + i]);
+  }
+}
+
+std::vector<float> NaiveRmsNorm(const std::vector<float>& x, const std::vector<float>& w,
+                                int hidden, float eps) {
+  std::vector<float> out(x.size());
+  for (size_t t = 0; t < x.size() / hidden; ++t) {
+    double sum_sq = 0.0;
+    for (int i = 0; i < hidden; ++i) sum_sq += double{x[t * hidden + i]} * x[t * hidden + i];
+    const double inv = 1.0 / std::sqrt(sum_sq / hidden + eps);
+    for (int i = 0; i < hidden; ++i) out[t * hidden + i] = x[t * hidden + i] * inv * w[i];
+  }
+  return out;
+}
+
+TEST_P(CpuKernelsTest, RmsNormMatchesNaiveAndMayRunInPlace) {
+  const int hidden = 72;
+  const float eps = 1e-5f;
+  std::vector<float> x = RandomFloats(num_tokens() * hidden, rng_, -3.0f, 3.0f);
+  std::vector<float> w = RandomFloats(hidden, rng_, 0.5f, 1.5f);
+  const std::vector<float> want = NaiveRmsNorm(x, w, hidden, eps);
+  cpu::RmsNorm({x.data(), w.data(), x.data(), num_tokens(), hidden, eps});
+  for (size_t i = 0; i < x.size(); ++i)
+    ASSERT_NEAR(x[i], want[i], 1e-5f * (1 + std::fabs(want[i])));
+}
+
+TEST_P(CpuKernelsTest, AddRmsNormUpdatesResidualThenNormalisesIt) {
+  const int hidden = 72;
+  const float eps = 1e-6f;
+  std::vector<float> residual = RandomFloats(num_tokens() * hidden, rng_);
+  const std::vector<float> x = RandomFloats(num_tokens() * hidden, rng_);
+  const std::vector<float> w = RandomFloats(hidden, rng_, 0.5f, 1.5f);
+  std::vector<float> sum(residual.size());
+  for (size_t i = 0; i < sum.size(); ++i) sum[i] = residual[i] + x[i];
+  const std::vector<float> want = NaiveRmsNorm(sum, w, hidden, eps);
+  std::vector<float> out(residual.size());
+  cpu::AddRmsNorm({residual.data(), x.data(), w.data(), out.data(), num_tokens(), hidden, eps});
+  for (size_t i = 0; i < out.size(); ++i) {
+    ASSERT_FLOAT_EQ(residual[i], sum[i]);
+    ASSERT_NEAR(out[i], want[i], 1e-5f * (1 + std::fabs(want[i])));
+  }
+}
+
+TEST_P(CpuKernelsTest, LinearIsXTimesWTransposedPlusBias) {
+  const int in = 72, out_features = 100;
+  const std::vector<float> x = RandomFloats(num_tokens() * in, rng_);
+  const std::vector<float> w = RandomFloats(out_features * in, rng_);
+  const std::vector<float> bias = RandomFloats(out_features, rng_);
+  for (bool with_bias : {false, true}) {
+    std::vector<float> y(num_tokens() * out_features, 123.0f);
+    cpu::Linear({x.data(), w.data(), with_bias ? bias.data() : nullptr, y.data(), num_tokens(), in,
+                 out_features});
+    for (int t = 0; t < num_tokens(); ++t) {
+      for (int o = 0; o < out_features; ++o) {
+        double want = with_bias ? bias[o] : 0.0;
+        for (int i = 0; i < in; ++i) want += double{x[t * in + i]} * w[o * in + i];
+        ASSERT_NEAR(y[t * out_features + o], want, 1e-4) << "t=" << t << " o=" << o;
+      }
+    }
+  }
+}
+
+TEST_P(CpuKernelsTest, SiluAndMulMatchesDefinition) {
+  const int inter = 96;
+  const std::vector<float> gate = RandomFloats(num_tokens() * inter, rng_, -6.0f, 6.0f);
+  const std::vector<float> up = RandomFloats(num_tokens() * inter, rng_);
+  std::vector<float> out(gate.size());
+  cpu::SiluAndMul({gate.data(), up.data(), out.data(), num_tokens(), inter});
+  for (size_t i = 0; i < out.size(); ++i) {
+    const double want = gate[i] / (1.0 + std::exp(-double{gate[i]})) * up[i];
+    ASSERT_NEAR(out[i], want, 1e-6 * (1 + std::fabs(want)));
+  }
+}
+
+TEST_P(CpuKernelsTest, GatherRowsPicksTheRequestedRows) {
+  const int cols = 72;
+  const std::vector<float> src = RandomFloats(num_tokens() * cols, rng_);
+  std::vector<int32_t> rows = {num_tokens() - 1, 0};
+  if (num_tokens() > 2) rows.push_back(num_tokens() / 2);
+  std::vector<float> dst(rows.size() * cols);
+  cpu::GatherRows(
+      {src.data(), rows.data(), dst.data(), num_tokens(), static_cast<int32_t>(rows.size()), cols});
+  for (size_t r = 0; r < rows.size(); ++r) {
+    for (int c = 0; c < cols; ++c) ASSERT_EQ(dst[r * cols + c], src[rows[r] * cols + c]);
+  }
+}
+
+TEST_P(CpuKernelsTest, ArgmaxFindsTheLargestLowestIdOnTies) {
+  const int vocab = 1000;
+  std::vector<float> logits = RandomFloats(num_tokens() * vocab, rng_);
+  std::vector<int32_t> want(num_tokens());
+  for (int r = 0; r < num_tokens(); ++r) {
+    const int a = static_cast<int>(rng_() % vocab), b = static_cast<int>(rng_() % vocab);
+    logits[r * vocab + a] = logits[r * vocab + b] = 5.0f;  // a tie at the top
+    want[r] = std::min(a, b);
+  }
+  std::vector<int32_t> ids(num_tokens(), -1);
+  cpu::Argmax({logits.data(), ids.data(), num_tokens(), vocab});
+  EXPECT_EQ(ids, want);
+}
+
+TEST_P(CpuKernelsTest, WriteKvStoresEachTokenInItsSlotAndSkipsPadding) {
+  const int kv_heads = 3, head_dim = 64, block_size = 16, num_blocks = 8;
+  PagedKvView view{nullptr, nullptr, num_blocks, kv_heads, block_size, head_dim};
+  const size_t cache_floats = size_t{num_blocks} * kv_heads * block_size * head_dim;
+  std::vector<float> k_cache = RandomFloats(cache_floats, rng_);
+  std::vector<float> v_cache = RandomFloats(cache_floats, rng_);
+  const std::vector<float> k_before = k_cache, v_before = v_cache;
+  view.k = k_cache.data();
+  view.v = v_cache.data();
+  // Distinct random slots, every fifth token padding.
+  std::vector<int32_t> all(num_blocks * block_size);
+  std::iota(all.begin(), all.end(), 0);
+  std::shuffle(all.begin(), all.end(), rng_);
+  std::vector<int32_t> slots(all.begin(), all.begin() + num_tokens());
+  for (int t = 4; t < num_tokens(); t += 5) slots[t] = -1;
+  const std::vector<float> k = RandomFloats(num_tokens() * kv_heads * head_dim, rng_);
+  const std::vector<float> v = RandomFloats(k.size(), rng_);
+  cpu::WriteKv({k.data(), v.data(), slots.data(), num_tokens(), 0, 0, view});
+  std::vector<bool> written(cache_floats, false);
+  for (int t = 0; t < num_tokens(); ++t) {
+    if (slots[t] < 0) continue;
+    const int block = slots[t] / block_size, offset = slots[t] % block_size;
+    for (int h = 0; h < kv_heads; ++h) {
+      for (int d = 0; d < head_dim; ++d) {
+        const size_t at =
+            ((static_cast<size_t>(block) * kv_heads + h) * block_size + offset) * head_dim + d;
+        ASSERT_EQ(k_cache[at], k[(t * kv_heads + h) * head_dim + d]);
+        ASSERT_EQ(v_cache[at], v[(t * kv_heads + h) * head_dim + d]);
+        written[at] = true;
+      }
+    }
+  }
+  for (size_t i = 0; i < cache_floats; ++i) {
+    if (!written[i]) {
+      ASSERT_TRUE(k_cache[i] == k_before[i] && v_cache[i] == v_before[i]) << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tokens, CpuKernelsTest, ::testing::Values(1, 4, 5, 37));
+
+TEST(ThreadPoolTest, RunsEveryItemExactlyOnceWithValidThreadIndex) {
+  cpu::ThreadPool pool(2);
+  ASSERT_EQ(pool.num_threads(), 2);
+  for (int round = 0; round < 50; ++round) {
+    const int n = 1 + round * 7;
+    std::vector<std::atomic<int>> hits(n);
+    std::atomic<bool> bad_index{false};
+    pool.ParallelFor(n, [&](int64_t i, int thread_index) {
+      hits[i].fetch_add(1);
+      if (thread_index < 0 || thread_index >= 2) bad_index = true;
+    });
+    for (int i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "round " << round;
+    ASSERT_FALSE(bad_index.load());
+  }
+}
+
+}  // namespace
+}  // namespace kvserve::kernels
