@@ -20,7 +20,8 @@ namespace kvserve::kernels::cpu {
 void Embedding(const EmbeddingParams& p);
 void RmsNorm(const RmsNormParams& p);
 void AddRmsNorm(const AddRmsNormParams& p);
-void Linear(const LinearParams& p);
+// Small batches (2..16 tokens) split their output rows over `pool` when it is given.
+void Linear(const LinearParams& p, ThreadPool* pool = nullptr);
 void Rope(const RopeParams& p);
 void WriteKv(const KvWriteParams& p);
 void SiluAndMul(const SiluAndMulParams& p);
@@ -37,7 +38,8 @@ void PagedAttention(const PagedAttentionParams& p, ThreadPool* pool);
 
 class CpuBackend final : public Backend {
  public:
-  // num_threads: attention threads, caller included; <= 0 means all cores.
+  // num_threads: threads for attention and small-batch linear layers, caller included; <= 0
+  // means all cores. OpenBLAS keeps its own threads for SGEMV/SGEMM.
   explicit CpuBackend(int num_threads = 0) : pool_(num_threads) {}
 
   const char* name() const override { return "cpu"; }
@@ -50,7 +52,7 @@ class CpuBackend final : public Backend {
   void Embedding(const EmbeddingParams& p) override { cpu::Embedding(p); }
   void RmsNorm(const RmsNormParams& p) override { cpu::RmsNorm(p); }
   void AddRmsNorm(const AddRmsNormParams& p) override { cpu::AddRmsNorm(p); }
-  void Linear(const LinearParams& p) override { cpu::Linear(p); }
+  void Linear(const LinearParams& p) override { cpu::Linear(p, &pool_); }
   void Rope(const RopeParams& p) override { cpu::Rope(p); }
   void WriteKv(const KvWriteParams& p) override { cpu::WriteKv(p); }
   void PagedAttention(const PagedAttentionParams& p) override { cpu::PagedAttention(p, &pool_); }

@@ -175,6 +175,34 @@ TEST_P(CpuKernelsTest, WriteKvStoresEachTokenInItsSlotAndSkipsPadding) {
 
 INSTANTIATE_TEST_SUITE_P(Tokens, CpuKernelsTest, ::testing::Values(1, 4, 5, 37));
 
+// Every regime of cpu::Linear (SGEMV for one token, the small-batch kernel for 2..16 with and
+// without the pool, SGEMM above) against a double-precision loop; sizes that are not multiples
+// of the kernel's 8-float chunks, 4-token groups or 64-row work items.
+TEST(CpuLinearTest, EveryBatchSizeMatchesNaiveLoopWithAndWithoutPool) {
+  std::mt19937 rng(7);
+  cpu::ThreadPool pool(2);
+  const int in = 77, out_features = 130;
+  const std::vector<float> w = RandomFloats(out_features * in, rng);
+  const std::vector<float> bias = RandomFloats(out_features, rng);
+  for (int tokens : {1, 2, 3, 4, 5, 7, 8, 13, 16, 17, 33}) {
+    const std::vector<float> x = RandomFloats(tokens * in, rng);
+    for (cpu::ThreadPool* maybe_pool : {static_cast<cpu::ThreadPool*>(nullptr), &pool}) {
+      std::vector<float> y(tokens * out_features, 123.0f);
+      cpu::Linear({x.data(), w.data(), bias.data(), y.data(), tokens, in, out_features},
+                  maybe_pool);
+      for (int t = 0; t < tokens; ++t) {
+        for (int o = 0; o < out_features; ++o) {
+          double want = bias[o];
+          for (int i = 0; i < in; ++i) want += double{x[t * in + i]} * w[o * in + i];
+          ASSERT_NEAR(y[t * out_features + o], want, 1e-4)
+              << "tokens=" << tokens << " t=" << t << " o=" << o
+              << " pool=" << (maybe_pool != nullptr);
+        }
+      }
+    }
+  }
+}
+
 TEST(ThreadPoolTest, RunsEveryItemExactlyOnceWithValidThreadIndex) {
   cpu::ThreadPool pool(2);
   ASSERT_EQ(pool.num_threads(), 2);
