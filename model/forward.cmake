@@ -2,20 +2,14 @@
 # metadata builder (forward_batch), the host KV pool (kv_pool) and the single-process generation
 # loop the CLI and benchmarks use (generator). The forward pass itself does not tokenize; the
 # tokenizer is linked PUBLIC so that users (kvserve-generate, the worker) get text in and out.
-if(TARGET kvserve_model_io AND TARGET kvserve_tokenizer AND TARGET kvserve_kernels
-   AND TARGET kvserve_kvcache)
-  add_library(kvserve_model STATIC
-    ${CMAKE_CURRENT_LIST_DIR}/forward_batch.cc
-    ${CMAKE_CURRENT_LIST_DIR}/generator.cc
-    ${CMAKE_CURRENT_LIST_DIR}/kv_pool.cc
-    ${CMAKE_CURRENT_LIST_DIR}/llama_model.cc
-  )
-  target_include_directories(kvserve_model PUBLIC ${PROJECT_SOURCE_DIR})
-  target_link_libraries(kvserve_model
-    PUBLIC kvserve_model_io kvserve_tokenizer kvserve_kernels kvserve_kvcache
-           absl::status absl::statusor absl::span absl::strings
-    PRIVATE kvserve_warnings)
-else()
-  message(STATUS "kvserve_model: skipped until kvserve_model_io, kvserve_tokenizer, "
-                 "kvserve_kernels and kvserve_kvcache are defined")
-endif()
+add_library(kvserve_model STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/forward_batch.cc
+  ${CMAKE_CURRENT_LIST_DIR}/generator.cc
+  ${CMAKE_CURRENT_LIST_DIR}/kv_pool.cc
+  ${CMAKE_CURRENT_LIST_DIR}/llama_model.cc
+)
+target_include_directories(kvserve_model PUBLIC ${PROJECT_SOURCE_DIR})
+target_link_libraries(kvserve_model
+  PUBLIC kvserve_model_io kvserve_tokenizer kvserve_kernels kvserve_kvcache
+         absl::status absl::statusor absl::span absl::strings
+  PRIVATE kvserve_warnings)

@@ -89,6 +89,9 @@ class Tokenizer {
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromHfJson(
       const std::string& tokenizer_json_path);
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromSpec(TokenizerSpec spec);
+  // The tokenizer of a model as the weights loader names it: a Hugging Face directory
+  // (<dir>/tokenizer.json) or a .gguf file. Synthetic models ("synthetic:...") have none: null.
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromModelPath(const std::string& model_path);
 
   // The specs the two readers above build (checked only when a Tokenizer is made of them).
   static absl::StatusOr<TokenizerSpec> SpecFromGguf(const GgufFile& gguf);

@@ -1,4 +1,8 @@
-// Tokenizer::FromGguf: the tokenizer.ggml.* metadata of a GGUF file as a TokenizerSpec.
+// Tokenizer::FromGguf: the tokenizer.ggml.* metadata of a GGUF file as a TokenizerSpec; and
+// Tokenizer::FromModelPath, which picks the reader from the model path.
+#include <filesystem>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "model/gguf_file.h"
 #include "model/tokenizer.h"
@@ -134,6 +138,14 @@ absl::StatusOr<TokenizerSpec> Tokenizer::SpecFromGguf(const GgufFile& gguf) {
   if (!chat_template.ok()) return WithKey(chat_template.status(), "tokenizer.chat_template");
   spec.chat_template = std::move(*chat_template);
   return spec;
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromModelPath(const std::string& model_path) {
+  if (absl::StartsWith(model_path, "synthetic:")) return std::unique_ptr<Tokenizer>();
+  if (std::filesystem::is_directory(model_path)) return FromHfJson(model_path + "/tokenizer.json");
+  absl::StatusOr<std::unique_ptr<GgufFile>> gguf = GgufFile::Open(model_path);
+  if (!gguf.ok()) return gguf.status();
+  return FromGguf(**gguf);
 }
 
 }  // namespace kvserve

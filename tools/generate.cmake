@@ -1,16 +1,15 @@
 # kvserve-generate: the command-line generator over the paged-KV-cache forward pass.
-if(TARGET kvserve_model)
-  add_executable(kvserve-generate ${CMAKE_CURRENT_LIST_DIR}/generate_main.cc)
-  target_link_libraries(kvserve-generate PRIVATE kvserve_model kvserve_tokenizer
-                        absl::flags absl::flags_parse absl::flags_usage absl::strings
-                        kvserve_warnings)
+add_executable(kvserve-generate ${CMAKE_CURRENT_LIST_DIR}/generate_main.cc)
+target_link_libraries(kvserve-generate PRIVATE kvserve_model kvserve_tokenizer
+                      absl::flags absl::flags_parse absl::flags_usage absl::strings
+                      kvserve_warnings)
 
-  # Smoke test: the binary on the default model, greedy, a short prompt. Passes when it exits 0
-  # having streamed the prompt, the greedy continuation (" Paris", as the float64 reference in
-  # tests/model/fixtures/reference_capital.json) and both throughput lines. A missing default
-  # model fails it (scripts/setup.sh fetches the model).
-  add_test(NAME kvserve_generate_cli_test
-           COMMAND sh -c [=[
+# Smoke test: the binary on the default model, greedy, a short prompt. Passes when it exits 0
+# having streamed the prompt, the greedy continuation (" Paris", as the float64 reference in
+# tests/model/fixtures/reference_capital.json) and both throughput lines. A missing default
+# model fails it (scripts/setup.sh fetches the model).
+add_test(NAME kvserve_generate_cli_test
+         COMMAND sh -c [=[
 out=$("$0" --prompt "The capital of France is" --max_tokens 8 2>&1); rc=$?
 printf '%s\n' "$out"
 [ "$rc" -eq 0 ] || exit 1
@@ -18,5 +17,4 @@ printf '%s' "$out" | grep -q "^The capital of France is Paris" || exit 1
 printf '%s' "$out" | grep -q "prompt: 5 tokens in .* tokens/s" || exit 1
 printf '%s' "$out" | grep -q "decode: [0-9]* tokens in .* tokens/s" || exit 1
 ]=] $<TARGET_FILE:kvserve-generate>)
-  set_tests_properties(kvserve_generate_cli_test PROPERTIES LABELS integration TIMEOUT 300)
-endif()
+set_tests_properties(kvserve_generate_cli_test PROPERTIES LABELS integration TIMEOUT 300)

@@ -27,7 +27,6 @@
 #include "model/default_model.h"
 #include "model/detokenizer.h"
 #include "model/generator.h"
-#include "model/gguf_file.h"
 #include "model/tokenizer.h"
 #include "model/weights_loader.h"
 
@@ -54,15 +53,6 @@ namespace kvserve {
 namespace {
 
 bool IsSynthetic(const std::string& spec) { return absl::StartsWith(spec, "synthetic:"); }
-
-// The tokenizer of a GGUF file or HF directory; null for synthetic models.
-absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& spec) {
-  if (IsSynthetic(spec)) return std::unique_ptr<Tokenizer>();
-  if (std::filesystem::is_directory(spec)) return Tokenizer::FromHfJson(spec + "/tokenizer.json");
-  auto gguf = GgufFile::Open(spec);
-  if (!gguf.ok()) return gguf.status();
-  return Tokenizer::FromGguf(**gguf);
-}
 
 absl::StatusOr<std::vector<int32_t>> BuildPrompt(const Tokenizer* tokenizer, int32_t vocab) {
   const std::string prompt = absl::GetFlag(FLAGS_prompt);
@@ -99,7 +89,7 @@ absl::Status Run() {
   }
   auto weights = LoadWeights(spec);
   if (!weights.ok()) return weights.status();
-  auto tokenizer = LoadTokenizer(spec);
+  auto tokenizer = Tokenizer::FromModelPath(spec);
   if (!tokenizer.ok()) return tokenizer.status();
   const ModelConfig& config = weights->config;
   auto prompt = BuildPrompt(tokenizer->get(), config.vocab_size);

@@ -1,11 +1,9 @@
 # Tests of kvserve_model (model/forward.cmake): the forward pass, its cache fidelity, and the
-# float64 reference (fixtures from reference_logits.py). Defined once kvserve_model exists.
-if(TARGET kvserve_model)
-  kvserve_add_test(NAME llama_model_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/llama_model_test.cc
-                   LIBS kvserve_model LABELS unit)
-  kvserve_add_test(NAME cache_fidelity_test
-                   SOURCES ${CMAKE_CURRENT_LIST_DIR}/cache_fidelity_test.cc
-                   LIBS kvserve_model LABELS unit)
-  kvserve_add_test(NAME reference_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/reference_test.cc
-                   LIBS kvserve_model nlohmann_json::nlohmann_json LABELS unit)
-endif()
+# float64 reference (fixtures from reference_logits.py).
+kvserve_add_test(NAME llama_model_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/llama_model_test.cc
+                 LIBS kvserve_model LABELS unit)
+kvserve_add_test(NAME cache_fidelity_test
+                 SOURCES ${CMAKE_CURRENT_LIST_DIR}/cache_fidelity_test.cc
+                 LIBS kvserve_model LABELS unit)
+kvserve_add_test(NAME reference_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/reference_test.cc
+                 LIBS kvserve_model nlohmann_json::nlohmann_json LABELS unit)

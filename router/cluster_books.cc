@@ -1,0 +1,221 @@
+#include "router/cluster_books.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace kvserve {
+
+absl::StatusOr<std::unique_ptr<ClusterBooks>> ClusterBooks::Create(
+    const RouterCoreOptions& options) {
+  if (absl::Status status = options.Validate(); !status.ok()) return status;
+  return std::unique_ptr<ClusterBooks>(new ClusterBooks(options));
+}
+
+ClusterBooks::ClusterBooks(const RouterCoreOptions& options) : options_(options) {}
+
+absl::Status ClusterBooks::AddWorker(const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  if (slot_of_.contains(worker_id)) {
+    return absl::AlreadyExistsError(absl::StrCat("worker ", worker_id, " is already registered"));
+  }
+  auto free_slot = std::find(workers_.begin(), workers_.end(), nullptr);
+  if (free_slot == workers_.end()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("at most ", WorkerMask::kMaxWorkers, " workers can be registered"));
+  }
+  const int slot = static_cast<int>(free_slot - workers_.begin());
+  *free_slot = std::make_unique<WorkerBooks>(worker_id, slot, options_.block_size,
+                                             options_.reports_to_cover_reservation, &index_);
+  slot_of_.emplace(worker_id, slot);
+  return absl::OkStatus();
+}
+
+absl::Status ClusterBooks::RemoveWorker(const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = slot_of_.find(worker_id);
+  if (it == slot_of_.end()) {
+    return absl::NotFoundError(absl::StrCat("worker ", worker_id, " is not registered"));
+  }
+  const int slot = it->second;
+  index_.ClearWorker(slot);
+  absl::erase_if(reserved_on_, [slot](const auto& entry) { return entry.second == slot; });
+  workers_[slot].reset();
+  slot_of_.erase(it);
+  return absl::OkStatus();
+}
+
+WorkerBooks* ClusterBooks::Find(const std::string& worker_id) {
+  auto it = slot_of_.find(worker_id);
+  return it == slot_of_.end() ? nullptr : workers_[it->second].get();
+}
+
+absl::StatusOr<ApplyResult> ClusterBooks::ApplyStatus(const std::string& worker_id,
+                                                      const kvserve::v1::WorkerStatus& status) {
+  absl::StatusOr<ApplyResult> result;
+  {
+    absl::MutexLock lock(&mu_);
+    WorkerBooks* books = Find(worker_id);
+    if (books == nullptr) {
+      return absl::NotFoundError(absl::StrCat("worker ", worker_id, " is not registered"));
+    }
+    const uint64_t old_epoch = books->epoch();
+    result = books->Apply(status);
+    if (result.ok() && old_epoch != 0 && books->epoch() != old_epoch) {
+      // The worker restarted and dropped its reservations; forget which requests held them.
+      const int slot = books->slot();
+      absl::erase_if(reserved_on_, [slot](const auto& entry) { return entry.second == slot; });
+    }
+  }
+  if (result.ok() && result->capacity_changed) NotifyCapacityChanged();
+  return result;
+}
+
+absl::Status ClusterBooks::MarkUnreachable(const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  WorkerBooks* books = Find(worker_id);
+  if (books == nullptr) {
+    return absl::NotFoundError(absl::StrCat("worker ", worker_id, " is not registered"));
+  }
+  books->MarkUnreachable();
+  return absl::OkStatus();
+}
+
+PreparedRoute ClusterBooks::Prepare(RouteRequest request) const {
+  PreparedRoute prepared;
+  prepared.request = std::move(request);
+  HashFullBlocks(prepared.request.tokens, options_.block_size, prepared.request.cache_salt,
+                 &prepared.block_hashes);
+  return prepared;
+}
+
+RoutingDecision ClusterBooks::Route(const PreparedRoute& prepared) {
+  absl::MutexLock lock(&mu_);
+  int slot = -1;
+  RoutingDecision decision = Decide(prepared, &slot);
+  if (decision.verdict != RouteVerdict::kRouted) return decision;
+  const std::string& request_id = prepared.request.request_id;
+  auto [it, inserted] = reserved_on_.try_emplace(request_id, slot);
+  if (!inserted && it->second != slot) {
+    workers_[it->second]->Release(request_id);
+    it->second = slot;
+  }
+  workers_[slot]->Reserve(request_id, decision.charged_blocks);
+  return decision;
+}
+
+RoutingDecision ClusterBooks::Evaluate(const PreparedRoute& prepared) const {
+  absl::MutexLock lock(&mu_);
+  int slot = -1;
+  return Decide(prepared, &slot);
+}
+
+RoutingDecision ClusterBooks::Decide(const PreparedRoute& prepared, int* chosen_slot) const {
+  const RouteRequest& request = prepared.request;
+  RoutingQuery query;
+  query.prompt_tokens = static_cast<int64_t>(request.tokens.size());
+  query.max_tokens = request.max_tokens;
+  query.block_size = options_.block_size;
+  query.prefer_longest_prefix = request.prefer_longest_prefix;
+
+  WorkerMask candidates;
+  for (const std::unique_ptr<WorkerBooks>& books : workers_) {
+    if (books == nullptr || !books->has_capacity()) continue;
+    query.largest_pool_blocks = std::max(query.largest_pool_blocks, books->capacity().total_blocks);
+    if (!books->routable()) continue;
+    if (std::find(request.excluded_workers.begin(), request.excluded_workers.end(),
+                  books->worker_id()) != request.excluded_workers.end()) {
+      continue;
+    }
+    candidates.Set(books->slot());
+  }
+  index_.MatchPrefix(prepared.block_hashes, candidates, &matched_);
+
+  loads_.clear();
+  load_slots_.clear();
+  candidates.ForEach([&](int slot) {
+    const WorkerBooks& books = *workers_[slot];
+    const WorkerCapacity& capacity = books.capacity();
+    loads_.push_back(WorkerLoad{.total_blocks = capacity.total_blocks,
+                                .free_blocks = capacity.free_blocks,
+                                .evictable_blocks = capacity.evictable_blocks,
+                                .reserved_blocks = books.reserved_blocks(),
+                                .running_requests = capacity.running_requests,
+                                .waiting_requests = capacity.waiting_requests,
+                                .outstanding_requests = books.outstanding_requests(),
+                                .matched_blocks = matched_[slot]});
+    load_slots_.push_back(slot);
+  });
+
+  const RoutingChoice choice = ChooseWorker(query, loads_, options_.weights);
+  RoutingDecision decision;
+  decision.verdict = choice.verdict;
+  decision.needed_blocks = choice.needed_blocks;
+  decision.num_candidates = static_cast<int>(loads_.size());
+  if (choice.verdict != RouteVerdict::kRouted) return decision;
+
+  *chosen_slot = load_slots_[choice.index];
+  decision.worker_id = workers_[*chosen_slot]->worker_id();
+  decision.cached_tokens = choice.chosen.cached_blocks * options_.block_size;
+  decision.cost = choice.chosen.cost;
+  decision.charged_blocks = choice.chosen.charged_blocks;
+  return decision;
+}
+
+bool ClusterBooks::MarkStarted(const std::string& request_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = reserved_on_.find(request_id);
+  if (it == reserved_on_.end()) return false;
+  return workers_[it->second]->MarkStarted(it->first);
+}
+
+bool ClusterBooks::Release(const std::string& request_id) {
+  bool released = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = reserved_on_.find(request_id);
+    if (it == reserved_on_.end()) return false;
+    released = workers_[it->second]->Release(it->first);
+    reserved_on_.erase(it);
+  }
+  if (released) NotifyCapacityChanged();
+  return released;
+}
+
+void ClusterBooks::SetCapacityListener(std::function<void()> listener) {
+  absl::MutexLock lock(&mu_);
+  listener_ = std::move(listener);
+}
+
+void ClusterBooks::NotifyCapacityChanged() {
+  std::function<void()> listener;
+  {
+    absl::MutexLock lock(&mu_);
+    listener = listener_;
+  }
+  if (listener) listener();
+}
+
+std::vector<WorkerSummary> ClusterBooks::Workers() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<WorkerSummary> summaries;
+  for (const std::unique_ptr<WorkerBooks>& books : workers_) {
+    if (books == nullptr) continue;
+    summaries.push_back(WorkerSummary{.worker_id = books->worker_id(),
+                                      .health = books->health(),
+                                      .sync = books->sync_state(),
+                                      .capacity = books->capacity(),
+                                      .cached_blocks = books->cached_blocks(),
+                                      .reserved_blocks = books->reserved_blocks(),
+                                      .outstanding_requests = books->outstanding_requests()});
+  }
+  return summaries;
+}
+
+size_t ClusterBooks::num_cached_hashes() const {
+  absl::MutexLock lock(&mu_);
+  return index_.size();
+}
+
+}  // namespace kvserve

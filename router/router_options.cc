@@ -1,0 +1,52 @@
+#include "router/router_options.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "kvcache/kv_layout.h"
+
+namespace kvserve {
+namespace {
+
+absl::Status CheckWeight(const char* name, double value) {
+  if (!std::isfinite(value) || value < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": must be finite and >= 0, got ", value));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RoutingWeights::Validate() const {
+  if (absl::Status s = CheckWeight("prefill_token_cost", prefill_token_cost); !s.ok()) return s;
+  if (absl::Status s = CheckWeight("pool_usage_cost", pool_usage_cost); !s.ok()) return s;
+  if (absl::Status s = CheckWeight("waiting_request_cost", waiting_request_cost); !s.ok()) {
+    return s;
+  }
+  return CheckWeight("running_request_cost", running_request_cost);
+}
+
+absl::Status AdmissionOptions::Validate() const {
+  if (max_waiting_requests < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_waiting_requests: must be >= 0, got ", max_waiting_requests));
+  }
+  if (cancel_poll_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("cancel_poll_interval: must be > 0, got ",
+                                                   absl::FormatDuration(cancel_poll_interval)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RouterCoreOptions::Validate() const {
+  // The same rule the workers' KV cache applies, so that every worker's block size is accepted.
+  if (absl::Status s = ValidateBlockSize(block_size); !s.ok()) return s;
+  if (reports_to_cover_reservation < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "reports_to_cover_reservation: must be >= 1, got ", reports_to_cover_reservation));
+  }
+  if (absl::Status s = weights.Validate(); !s.ok()) return s;
+  return admission.Validate();
+}
+
+}  // namespace kvserve

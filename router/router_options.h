@@ -1,0 +1,64 @@
+// Options of the router's core: the routing cost weights and the admission queue's limits.
+//
+// Plain structs, validated once at start-up (Validate names the offending field, as the flag the
+// service maps it to). The cost formula the weights feed is written out, with a worked example,
+// in docs/routing.md; routing_policy.h implements it.
+//
+// Thread-safety: plain values.
+
+#ifndef KVSERVE_ROUTER_ROUTER_OPTIONS_H_
+#define KVSERVE_ROUTER_ROUTER_OPTIONS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace kvserve {
+
+// Weights of the routing cost. The cost of sending a request to a worker is measured in
+// "prompt tokens of prefill work": uncached prompt tokens count 1 each (times
+// prefill_token_cost), and the load terms say how many prefill tokens one unit of load is worth.
+// The worker with the lowest cost wins; see docs/routing.md.
+struct RoutingWeights {
+  // Per prompt token that the worker does not hold in its prefix cache (must be computed).
+  double prefill_token_cost = 1.0;
+  // Per unit of the worker's KV pool in use after admitting the request (0..1 fraction): a
+  // worker at 100% costs this many prefill tokens more than an empty one.
+  double pool_usage_cost = 2048.0;
+  // Per request queued at the worker (waiting in its scheduler, or routed by this router and not
+  // yet covered by a status report).
+  double waiting_request_cost = 512.0;
+  // Per request the worker is generating now.
+  double running_request_cost = 64.0;
+
+  absl::Status Validate() const;
+};
+
+struct AdmissionOptions {
+  // Requests that may wait for capacity at once; one more is refused with RESOURCE_EXHAUSTED.
+  int max_waiting_requests = 1024;
+  // How often a blocking Admit() polls its caller's cancellation check while it waits.
+  absl::Duration cancel_poll_interval = absl::Milliseconds(20);
+
+  absl::Status Validate() const;
+};
+
+struct RouterCoreOptions {
+  // Tokens per KV block; every worker must report this block size (GetModelInfo / Capacity).
+  int block_size = 16;
+  // A reservation (blocks the router charged a worker for a request it routed there) is kept
+  // until this many status reports with capacity have arrived from that worker after the request
+  // was marked started (ClusterBooks::MarkStarted), or until the request ends. 2 rather than 1
+  // because a report the worker built just before it admitted the request can arrive after the
+  // request's first output.
+  int reports_to_cover_reservation = 2;
+  RoutingWeights weights = {};
+  AdmissionOptions admission = {};
+
+  absl::Status Validate() const;
+};
+
+}  // namespace kvserve
+
+#endif  // KVSERVE_ROUTER_ROUTER_OPTIONS_H_

@@ -1,0 +1,130 @@
+#include "router/router_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <exception>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace kvserve {
+namespace {
+
+std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const RouterServerOptions& options,
+                                                           const RouterTlsMaterial& tls) {
+  if (!options.tls_enabled()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions ssl(
+      tls.client_ca_pem.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  ssl.pem_root_certs = tls.client_ca_pem;
+  ssl.pem_key_cert_pairs.push_back({tls.private_key_pem, tls.cert_chain_pem});
+  return grpc::SslServerCredentials(ssl);
+}
+
+std::shared_ptr<grpc::ChannelCredentials> WorkerCredentials(const RouterServerOptions& options,
+                                                            const RouterTlsMaterial& tls) {
+  if (!options.worker_tls_enabled()) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = tls.worker_ca_pem;
+  ssl.pem_private_key = tls.worker_private_key_pem;
+  ssl.pem_cert_chain = tls.worker_cert_chain_pem;
+  return grpc::SslCredentials(ssl);
+}
+
+std::string DefaultRouterId() {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  return absl::StrCat("router-", host, "-", getpid());
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
+    const RouterServerOptions& options) {
+  std::unique_ptr<RouterServer> server(new RouterServer());
+  absl::StatusOr<RouterTlsMaterial> tls = LoadRouterTls(options);
+  if (!tls.ok()) return tls.status();
+  if (!options.auth_tokens_file.empty()) {
+    absl::StatusOr<std::string> contents =
+        ReadFlagFile("--auth_tokens_file", options.auth_tokens_file);
+    if (!contents.ok()) return contents.status();
+    absl::StatusOr<TokenAuth> auth = TokenAuth::Parse(*contents);
+    if (!auth.ok()) return auth.status();
+    server->auth_ = *std::move(auth);
+  }
+  absl::StatusOr<std::unique_ptr<PromptRenderer>> renderer = PromptRenderer::Load(options.model);
+  if (!renderer.ok()) return renderer.status();
+  server->renderer_ = *std::move(renderer);
+
+  server->metrics_ = std::make_unique<RouterMetrics>();
+  absl::StatusOr<std::unique_ptr<ClusterBooks>> books = ClusterBooks::Create(options.core);
+  if (!books.ok()) return books.status();
+  server->books_ = *std::move(books);
+  server->queue_ = std::make_unique<AdmissionQueue>(server->books_.get(), options.core.admission);
+
+  const std::string router_id = options.router_id.empty() ? DefaultRouterId() : options.router_id;
+  WorkerConnectionOptions connection;
+  connection.router_id = router_id;
+  connection.status_interval_ms = options.status_interval_ms;
+  connection.on_books_changed = [books = server->books_.get(), metrics = server->metrics_.get(),
+                                 queue = server->queue_.get()] {
+    metrics->SetWorkers(books->Workers());
+    metrics->SetQueueDepth(queue->num_waiting());
+  };
+  server->registry_ = std::make_unique<WorkerRegistry>(
+      server->books_.get(), WorkerCredentials(options, *tls), std::move(connection));
+  if (!options.workers.empty()) {
+    server->registry_->SetAddresses(StaticWorkerAddresses(options));
+  } else if (absl::Status s = server->registry_->StartDns(options.workers_dns,
+                                                          absl::Seconds(options.dns_refresh_s));
+             !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--workers_dns: ", s.message()));
+  }
+
+  server->proxy_ = std::make_unique<GenerateProxy>(server->registry_.get(), server->books_.get(),
+                                                   server->queue_.get(), server->metrics_.get(),
+                                                   options.max_migrations);
+  server->service_ = std::make_unique<RouterService>(
+      router_id, &server->auth_, server->renderer_.get(), server->registry_.get(),
+      server->proxy_.get(), server->metrics_.get());
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, ServerCredentials(options, *tls), &server->grpc_port_);
+  builder.RegisterService(server->service_.get());
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->grpc_port_ == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--listen: cannot listen on ", options.listen));
+  }
+  try {
+    server->exposer_ = std::make_unique<prometheus::Exposer>(options.metrics_listen);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("--metrics_listen: cannot listen on ",
+                                                   options.metrics_listen, ": ", e.what()));
+  }
+  server->exposer_->RegisterCollectable(server->metrics_->registry());
+  const std::vector<int> ports = server->exposer_->GetListeningPorts();
+  server->metrics_port_ = ports.empty() ? 0 : ports.front();
+  return server;
+}
+
+void RouterServer::Drain(absl::Duration timeout) {
+  if (drained_) return;
+  drained_ = true;
+  server_->GetHealthCheckService()->SetServingStatus(false);
+  server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
+  server_->Wait();
+  registry_->Stop();
+}
+
+RouterServer::~RouterServer() {
+  if (server_ != nullptr) Drain(absl::ZeroDuration());
+  exposer_.reset();
+  if (registry_ != nullptr) registry_->Stop();
+}
+
+}  // namespace kvserve

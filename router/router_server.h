@@ -1,0 +1,70 @@
+// RouterServer: one running kvserve router, wired together: the books and admission queue
+// (router core), worker discovery and status streams (WorkerRegistry), the tokenizer
+// (PromptRenderer), bearer-token auth, the Generation service with grpc.health.v1 and reflection
+// on the gRPC port (TLS / mTLS when configured), and Prometheus metrics on the metrics port.
+// main() builds it from flags; tests and benchmarks build it the same way.
+//
+// Drain (SIGTERM): health turns NOT_SERVING, running calls get `timeout` to finish, then the
+// server stops (calls still open end, and their worker calls are cancelled with them).
+//
+// Thread-safety: Start / Drain / destructor from one thread; the accessors are plain values.
+#ifndef KVSERVE_ROUTER_ROUTER_SERVER_H_
+#define KVSERVE_ROUTER_ROUTER_SERVER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "prometheus/exposer.h"
+#include "router/admission_queue.h"
+#include "router/cluster_books.h"
+#include "router/generate_proxy.h"
+#include "router/prompt_renderer.h"
+#include "router/router_metrics.h"
+#include "router/router_server_options.h"
+#include "router/router_service.h"
+#include "router/token_auth.h"
+#include "router/worker_registry.h"
+
+namespace kvserve {
+
+class RouterServer {
+ public:
+  // Builds and starts everything. Errors name the flag at fault.
+  // REQUIRES: options.Validate().ok()
+  static absl::StatusOr<std::unique_ptr<RouterServer>> Start(const RouterServerOptions& options);
+  ~RouterServer();
+  RouterServer(const RouterServer&) = delete;
+  RouterServer& operator=(const RouterServer&) = delete;
+
+  int grpc_port() const { return grpc_port_; }
+  int metrics_port() const { return metrics_port_; }
+  ClusterBooks& books() { return *books_; }
+
+  // See above. Idempotent.
+  void Drain(absl::Duration timeout);
+
+ private:
+  RouterServer() = default;
+
+  TokenAuth auth_;
+  std::unique_ptr<PromptRenderer> renderer_;
+  std::unique_ptr<RouterMetrics> metrics_;
+  std::unique_ptr<ClusterBooks> books_;
+  std::unique_ptr<AdmissionQueue> queue_;
+  std::unique_ptr<WorkerRegistry> registry_;
+  std::unique_ptr<GenerateProxy> proxy_;
+  std::unique_ptr<RouterService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int grpc_port_ = 0;
+  int metrics_port_ = 0;
+  bool drained_ = false;
+};
+
+}  // namespace kvserve
+
+#endif  // KVSERVE_ROUTER_ROUTER_SERVER_H_

@@ -1,0 +1,133 @@
+#include "router/router_server_options.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace kvserve {
+namespace {
+
+absl::Status Invalid(absl::string_view flag, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat(flag, ": ", message));
+}
+
+// Both files of a pair or neither.
+absl::Status CheckPair(absl::string_view cert_flag, const std::string& cert,
+                       absl::string_view key_flag, const std::string& key) {
+  if (cert.empty() && !key.empty())
+    return Invalid(cert_flag, absl::StrCat("required with ", key_flag));
+  if (!cert.empty() && key.empty())
+    return Invalid(key_flag, absl::StrCat("required with ", cert_flag));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateAddress(absl::string_view flag, absl::string_view address,
+                             bool allow_port_zero) {
+  const size_t colon = address.rfind(':');
+  if (colon == absl::string_view::npos || colon == 0) {
+    return Invalid(flag, absl::StrCat("expected host:port, got '", address, "'"));
+  }
+  absl::string_view host = address.substr(0, colon);
+  if (host.front() == '[' && host.back() != ']') {
+    return Invalid(flag, absl::StrCat("unterminated IPv6 host in '", address, "'"));
+  }
+  int port = -1;
+  if (!absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535 ||
+      (!allow_port_zero && port == 0)) {
+    return Invalid(flag, absl::StrCat("bad port in '", address, "'"));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> StaticWorkerAddresses(const RouterServerOptions& options) {
+  std::vector<std::string> addresses;
+  for (absl::string_view part : absl::StrSplit(options.workers, ',', absl::SkipWhitespace())) {
+    addresses.emplace_back(absl::StripAsciiWhitespace(part));
+  }
+  return addresses;
+}
+
+absl::Status RouterServerOptions::Validate() const {
+  if (absl::Status s = ValidateAddress("--listen", listen, true); !s.ok()) return s;
+  if (absl::Status s = ValidateAddress("--metrics_listen", metrics_listen, true); !s.ok()) return s;
+  if (workers.empty() == workers_dns.empty()) {
+    return Invalid("--workers", "give exactly one of --workers and --workers_dns");
+  }
+  if (!workers.empty()) {
+    const std::vector<std::string> addresses = StaticWorkerAddresses(*this);
+    if (addresses.empty()) return Invalid("--workers", "no address given");
+    for (const std::string& address : addresses) {
+      if (absl::Status s = ValidateAddress("--workers", address, false); !s.ok()) return s;
+    }
+  } else if (absl::Status s = ValidateAddress("--workers_dns", workers_dns, false); !s.ok()) {
+    return s;
+  }
+  if (!(dns_refresh_s > 0)) {
+    return Invalid("--dns_refresh_s", absl::StrCat("must be > 0, got ", dns_refresh_s));
+  }
+  if (model.empty()) return Invalid("--model", "required (the tokenizer is read from it)");
+  if (max_migrations < 0) {
+    return Invalid("--max_migrations", absl::StrCat("must be >= 0, got ", max_migrations));
+  }
+  if (status_interval_ms < 0) {
+    return Invalid("--status_interval_ms", absl::StrCat("must be >= 0, got ", status_interval_ms));
+  }
+  if (absl::Status s = CheckPair("--tls_cert", tls_cert, "--tls_key", tls_key); !s.ok()) return s;
+  if (!tls_ca.empty() && tls_cert.empty()) return Invalid("--tls_ca", "requires --tls_cert");
+  if (absl::Status s =
+          CheckPair("--worker_tls_cert", worker_tls_cert, "--worker_tls_key", worker_tls_key);
+      !s.ok()) {
+    return s;
+  }
+  if (!worker_tls_cert.empty() && worker_tls_ca.empty()) {
+    return Invalid("--worker_tls_cert", "requires --worker_tls_ca");
+  }
+  if (core.block_size <= 0 || (core.block_size & (core.block_size - 1)) != 0) {
+    return Invalid("--block_size", absl::StrCat("must be a power of two, got ", core.block_size));
+  }
+  if (core.admission.max_waiting_requests < 0) {
+    return Invalid("--max_queue",
+                   absl::StrCat("must be >= 0, got ", core.admission.max_waiting_requests));
+  }
+  return core.Validate();
+}
+
+absl::StatusOr<std::string> ReadFlagFile(absl::string_view flag, const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return Invalid(flag, absl::StrCat("cannot read ", path));
+  std::ostringstream contents;
+  contents << file.rdbuf();
+  if (contents.str().empty()) return Invalid(flag, absl::StrCat(path, " is empty"));
+  return contents.str();
+}
+
+absl::StatusOr<RouterTlsMaterial> LoadRouterTls(const RouterServerOptions& options) {
+  RouterTlsMaterial tls;
+  const struct {
+    absl::string_view flag;
+    const std::string& path;
+    std::string* out;
+  } files[] = {
+      {"--tls_cert", options.tls_cert, &tls.cert_chain_pem},
+      {"--tls_key", options.tls_key, &tls.private_key_pem},
+      {"--tls_ca", options.tls_ca, &tls.client_ca_pem},
+      {"--worker_tls_ca", options.worker_tls_ca, &tls.worker_ca_pem},
+      {"--worker_tls_cert", options.worker_tls_cert, &tls.worker_cert_chain_pem},
+      {"--worker_tls_key", options.worker_tls_key, &tls.worker_private_key_pem},
+  };
+  for (const auto& file : files) {
+    if (file.path.empty()) continue;
+    absl::StatusOr<std::string> contents = ReadFlagFile(file.flag, file.path);
+    if (!contents.ok()) return contents.status();
+    *file.out = *std::move(contents);
+  }
+  return tls;
+}
+
+}  // namespace kvserve

@@ -1,0 +1,90 @@
+#include "router/routing_policy.h"
+
+#include <algorithm>
+
+namespace kvserve {
+
+std::string_view RouteVerdictName(RouteVerdict verdict) {
+  switch (verdict) {
+    case RouteVerdict::kRouted:
+      return "routed";
+    case RouteVerdict::kNoFitNow:
+      return "no_fit_now";
+    case RouteVerdict::kNeverFits:
+      return "never_fits";
+    case RouteVerdict::kNoWorker:
+      return "no_worker";
+  }
+  return "unknown";
+}
+
+namespace {
+
+int64_t NeededBlocks(const RoutingQuery& query) {
+  return (query.prompt_tokens + query.max_tokens + query.block_size - 1) / query.block_size;
+}
+
+// True when `a` beats `b` (both fit).
+bool Better(const RoutingQuery& query, const WorkerCost& a, const WorkerLoad& a_load,
+            const WorkerCost& b, const WorkerLoad& b_load) {
+  if (query.prefer_longest_prefix && a.cached_blocks != b.cached_blocks) {
+    return a.cached_blocks > b.cached_blocks;
+  }
+  if (a.cost != b.cost) return a.cost < b.cost;
+  return a_load.outstanding_requests < b_load.outstanding_requests;
+}
+
+}  // namespace
+
+WorkerCost CostOf(const RoutingQuery& query, const WorkerLoad& load,
+                  const RoutingWeights& weights) {
+  WorkerCost result;
+  const int64_t needed = NeededBlocks(query);
+  const int64_t max_cached = std::max<int64_t>(0, (query.prompt_tokens - 1) / query.block_size);
+  result.cached_blocks = std::clamp<int64_t>(load.matched_blocks, 0, max_cached);
+  result.charged_blocks =
+      needed - result.cached_blocks + std::min(result.cached_blocks, load.evictable_blocks);
+  const int64_t available = std::max<int64_t>(0, load.free_blocks - load.reserved_blocks);
+  result.fits = result.charged_blocks <= available && load.total_blocks > 0;
+
+  const double uncached_tokens =
+      static_cast<double>(query.prompt_tokens - result.cached_blocks * query.block_size);
+  const double used_after =
+      load.total_blocks > 0
+          ? static_cast<double>(load.total_blocks - available + result.charged_blocks) /
+                static_cast<double>(load.total_blocks)
+          : 1.0;
+  result.cost = weights.prefill_token_cost * uncached_tokens +
+                weights.pool_usage_cost * used_after +
+                weights.waiting_request_cost *
+                    static_cast<double>(load.waiting_requests + load.outstanding_requests) +
+                weights.running_request_cost * static_cast<double>(load.running_requests);
+  return result;
+}
+
+RoutingChoice ChooseWorker(const RoutingQuery& query, absl::Span<const WorkerLoad> candidates,
+                           const RoutingWeights& weights) {
+  RoutingChoice choice;
+  choice.needed_blocks = NeededBlocks(query);
+  if (choice.needed_blocks > query.largest_pool_blocks) {
+    choice.verdict = RouteVerdict::kNeverFits;
+    return choice;
+  }
+  if (candidates.empty()) {
+    choice.verdict = RouteVerdict::kNoWorker;
+    return choice;
+  }
+  for (int i = 0; i < static_cast<int>(candidates.size()); ++i) {
+    const WorkerCost cost = CostOf(query, candidates[i], weights);
+    if (!cost.fits) continue;
+    if (choice.index < 0 ||
+        Better(query, cost, candidates[i], choice.chosen, candidates[choice.index])) {
+      choice.index = i;
+      choice.chosen = cost;
+    }
+  }
+  choice.verdict = choice.index >= 0 ? RouteVerdict::kRouted : RouteVerdict::kNoFitNow;
+  return choice;
+}
+
+}  // namespace kvserve

@@ -1,0 +1,87 @@
+// The routing cost: which worker should take a request, given what the books say about each.
+//
+// A pure function over plain values, so that it can be tested and reasoned about without books,
+// threads or a stream. For every candidate worker (healthy, capacity known) it computes:
+//   needed   = ceil((prompt_tokens + max_tokens) / block_size)   blocks the request may hold
+//   cached   = min(matched prefix blocks, (prompt_tokens - 1) / block_size)
+//              (the worker always computes the last prompt token, see kv_cache_manager.h)
+//   charged  = needed - cached + min(cached, evictable)
+//              blocks the request takes out of `free`: an evictable cached block leaves the free
+//              list when attached just like a new block does; only cached blocks that a running
+//              request already holds come for free. The router cannot tell which cached blocks are
+//              evictable, so it assumes as many as possible are (worst case).
+//   available = max(0, free - reserved)       (free includes evictable, as Capacity says)
+//   fits     = charged <= available
+//   cost     = prefill_token_cost * (prompt_tokens - cached * block_size)
+//            + pool_usage_cost * (total - available + charged) / total
+//            + waiting_request_cost * (waiting + outstanding)
+//            + running_request_cost * running
+// and picks the fitting worker with the lowest cost (ties: fewer outstanding requests, then the
+// earlier candidate). For a migration (`prefer_longest_prefix`) the fitting worker with the most
+// cached blocks wins, cost breaking ties. docs/routing.md has a worked example.
+//
+// Verdicts: kRouted; kNeverFits when `needed` exceeds the largest pool of any known worker (the
+// request can never run: refuse it at once); kNoWorker when no candidate is routable; kNoFitNow
+// when candidates exist but none has room now (wait in the admission queue).
+//
+// Thread-safety: pure functions.
+
+#ifndef KVSERVE_ROUTER_ROUTING_POLICY_H_
+#define KVSERVE_ROUTER_ROUTING_POLICY_H_
+
+#include <cstdint>
+#include <string_view>
+
+#include "absl/types/span.h"
+#include "router/router_options.h"
+
+namespace kvserve {
+
+enum class RouteVerdict { kRouted, kNoFitNow, kNeverFits, kNoWorker };
+std::string_view RouteVerdictName(RouteVerdict verdict);
+
+// What the policy needs to know about the request.
+struct RoutingQuery {
+  int64_t prompt_tokens = 0;  // the full context to prefill (prompt + generated on a migration)
+  int64_t max_tokens = 0;     // tokens still to generate
+  int block_size = 16;
+  // The largest total_blocks of any worker the router knows, routable or not.
+  int64_t largest_pool_blocks = 0;
+  bool prefer_longest_prefix = false;  // migration: most cached blocks first
+};
+
+// One routable worker as the policy sees it.
+struct WorkerLoad {
+  int64_t total_blocks = 0;
+  int64_t free_blocks = 0;  // includes evictable
+  int64_t evictable_blocks = 0;
+  int64_t reserved_blocks = 0;  // the router's outstanding reservations
+  int32_t running_requests = 0;
+  int32_t waiting_requests = 0;
+  int32_t outstanding_requests = 0;  // routed by this router, not yet covered by a report
+  int64_t matched_blocks = 0;        // leading prompt blocks in the worker's prefix cache
+};
+
+// The policy's view of one worker for one request.
+struct WorkerCost {
+  bool fits = false;
+  int64_t cached_blocks = 0;
+  int64_t charged_blocks = 0;
+  double cost = 0;
+};
+
+WorkerCost CostOf(const RoutingQuery& query, const WorkerLoad& load, const RoutingWeights& weights);
+
+struct RoutingChoice {
+  RouteVerdict verdict = RouteVerdict::kNoWorker;
+  int index = -1;  // into the candidates; >= 0 only for kRouted
+  WorkerCost chosen;
+  int64_t needed_blocks = 0;
+};
+
+RoutingChoice ChooseWorker(const RoutingQuery& query, absl::Span<const WorkerLoad> candidates,
+                           const RoutingWeights& weights);
+
+}  // namespace kvserve
+
+#endif  // KVSERVE_ROUTER_ROUTING_POLICY_H_

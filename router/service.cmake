@@ -1,0 +1,26 @@
+# kvserve_router: the router's gRPC front end on top of kvserve_router_core (core.cmake):
+# discovery and status streams, request proxying with migration, bearer-token auth, TLS,
+# Prometheus metrics; and the kvserve-router binary. It links the tokenizer (tokenizer and chat
+# template only), never kernels or model weights.
+add_library(kvserve_router STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/generate_proxy.cc
+  ${CMAKE_CURRENT_LIST_DIR}/prompt_renderer.cc
+  ${CMAKE_CURRENT_LIST_DIR}/router_metrics.cc
+  ${CMAKE_CURRENT_LIST_DIR}/router_server.cc
+  ${CMAKE_CURRENT_LIST_DIR}/router_server_options.cc
+  ${CMAKE_CURRENT_LIST_DIR}/router_service.cc
+  ${CMAKE_CURRENT_LIST_DIR}/token_auth.cc
+  ${CMAKE_CURRENT_LIST_DIR}/worker_connection.cc
+  ${CMAKE_CURRENT_LIST_DIR}/worker_registry.cc
+)
+target_include_directories(kvserve_router PUBLIC ${PROJECT_SOURCE_DIR})
+target_link_libraries(kvserve_router
+  PUBLIC kvserve_router_core kvserve_proto kvserve_tokenizer gRPC::grpc++
+         gRPC::grpc++_reflection prometheus-cpp::core prometheus-cpp::pull
+         absl::flat_hash_map absl::flat_hash_set absl::random_random absl::status
+         absl::statusor absl::strings absl::synchronization absl::time
+  PRIVATE kvserve_warnings)
+
+add_executable(kvserve-router ${CMAKE_CURRENT_LIST_DIR}/main.cc)
+target_link_libraries(kvserve-router PRIVATE kvserve_router absl::flags absl::flags_parse
+                                             absl::flags_usage kvserve_warnings)

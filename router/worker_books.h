@@ -1,0 +1,147 @@
+// WorkerBooks: what the router knows about one worker group, kept from its status stream.
+//
+// The books hold the worker's last reported Capacity (block size, total / free / evictable /
+// used blocks, running / waiting requests), its health, the state of the KV event stream
+// (epoch, last applied sequence number, snapshot progress) and the router's own outstanding
+// reservations: blocks charged to the worker for requests this router sent there that the
+// worker's reports do not show yet. The worker's cached block hashes live in the cluster-wide
+// PrefixIndex under the worker's slot; Apply() keeps them in step with the stream:
+//   - a snapshot's part 0 empties the worker's set, every part adds its blocks, the last part
+//     makes the view complete (in sync at the snapshot's sequence number s);
+//   - in sync, batch s+1, s+2, ... apply stored / removed / all-cleared events in order;
+//   - a gap (a batch whose sequence is not last + 1), a part out of order, a batch in the middle
+//     of a snapshot, or a new epoch voids the view: the set is emptied, the books wait for a
+//     snapshot, and Apply's result says `resync_needed` once, so the service reopens the stream.
+// A new epoch (the worker restarted) also drops every reservation: the requests it held are gone.
+//
+// Reservations: Reserve() when a request is routed here; MarkStarted() when the worker
+// acknowledged it (first output); the reservation is released once `reports_to_cover` reports
+// with capacity arrived after MarkStarted (they include the request's blocks), or by Release()
+// when the request ends, whichever is first.
+//
+// Thread-safety: not thread-safe; ClusterBooks guards every WorkerBooks with its mutex.
+
+#ifndef KVSERVE_ROUTER_WORKER_BOOKS_H_
+#define KVSERVE_ROUTER_WORKER_BOOKS_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "kvserve/v1/worker.pb.h"
+#include "router/prefix_index.h"
+
+namespace kvserve {
+
+enum class WorkerHealth { kHealthy, kDraining, kUnreachable };
+std::string_view WorkerHealthName(WorkerHealth health);
+
+enum class KvSyncState {
+  kAwaitingSnapshot,   // the set is empty or void; waiting for a snapshot's part 0
+  kReceivingSnapshot,  // parts 0..k applied, more to come
+  kInSync,             // the set equals the worker's prefix cache as of last_sequence()
+};
+
+// What one Apply() changed, for the service to act on.
+struct ApplyResult {
+  // The view became void just now: reopen Worker.StreamStatus for a fresh snapshot. Reported
+  // once per loss of sync (later messages of the old stream are ignored without asking again).
+  bool resync_needed = false;
+  // Capacity, health or reservations changed: a waiting request may fit now.
+  bool capacity_changed = false;
+  // Event batches applied / skipped (skipped: arrived while no view was in sync).
+  int batches_applied = 0;
+  int batches_skipped = 0;
+};
+
+// The last reported capacity; all zero before the first report.
+struct WorkerCapacity {
+  int32_t block_size = 0;
+  int64_t total_blocks = 0;
+  int64_t free_blocks = 0;  // includes evictable
+  int64_t evictable_blocks = 0;
+  int64_t used_blocks = 0;
+  int32_t running_requests = 0;
+  int32_t waiting_requests = 0;
+
+  friend bool operator==(const WorkerCapacity&, const WorkerCapacity&) = default;
+};
+
+class WorkerBooks {
+ public:
+  // `slot` names this worker in `index` (owned by the caller, outlives the books).
+  // REQUIRES: 0 <= slot < WorkerMask::kMaxWorkers, block_size > 0, reports_to_cover >= 1.
+  WorkerBooks(std::string worker_id, int slot, int block_size, int reports_to_cover,
+              PrefixIndex* index);
+  WorkerBooks(const WorkerBooks&) = delete;
+  WorkerBooks& operator=(const WorkerBooks&) = delete;
+
+  // Applies one status message. INVALID_ARGUMENT (nothing applied) for epoch 0;
+  // FAILED_PRECONDITION (nothing applied) for a block size other than the router's.
+  absl::StatusOr<ApplyResult> Apply(const kvserve::v1::WorkerStatus& status);
+
+  // The status stream broke or the worker cannot be reached: not routable, view void until the
+  // next snapshot. Reservations stay (their requests end or migrate and Release them).
+  void MarkUnreachable();
+
+  // Charges `blocks` to this worker for `request_id` (replacing an earlier charge for it).
+  void Reserve(const std::string& request_id, int64_t blocks);
+  // Starts the covering countdown of the request's reservation. False when there is none.
+  bool MarkStarted(const std::string& request_id);
+  // Drops the request's reservation. False when there was none (already covered or released).
+  bool Release(const std::string& request_id);
+
+  const std::string& worker_id() const { return worker_id_; }
+  int slot() const { return slot_; }
+  WorkerHealth health() const { return health_; }
+  // Routable: healthy and its capacity known.
+  bool routable() const { return health_ == WorkerHealth::kHealthy && has_capacity_; }
+  bool has_capacity() const { return has_capacity_; }
+  const WorkerCapacity& capacity() const { return capacity_; }
+  KvSyncState sync_state() const { return sync_; }
+  uint64_t epoch() const { return epoch_; }
+  uint64_t last_sequence() const { return last_sequence_; }
+  int64_t reserved_blocks() const { return reserved_blocks_; }
+  int outstanding_requests() const { return static_cast<int>(reservations_.size()); }
+  // Hashes the router believes the worker holds (0 while the view is void).
+  int64_t cached_blocks() const { return index_->CountFor(slot_); }
+
+ private:
+  struct Reservation {
+    int64_t blocks = 0;
+    int64_t started_at_report = -1;  // reports_received_ at MarkStarted; -1: not started
+  };
+
+  void LoseSync(ApplyResult* result);
+  // Returns false on a protocol violation (the caller loses sync).
+  bool ApplySnapshotPart(const kvserve::v1::KvSnapshot& part);
+  bool ApplyBatch(const kvserve::v1::KvEventBatch& batch, ApplyResult* result);
+  bool ReleaseCovered();
+
+  const std::string worker_id_;
+  const int slot_;
+  const int block_size_;
+  const int reports_to_cover_;
+  PrefixIndex* const index_;  // not owned
+
+  WorkerHealth health_ = WorkerHealth::kUnreachable;  // until the first report
+  bool has_capacity_ = false;
+  WorkerCapacity capacity_;
+  int64_t reports_received_ = 0;  // messages with capacity, this epoch
+
+  uint64_t epoch_ = 0;  // 0: none seen yet
+  KvSyncState sync_ = KvSyncState::kAwaitingSnapshot;
+  bool resync_requested_ = false;   // LoseSync reported; cleared by the next part 0
+  uint64_t last_sequence_ = 0;      // in sync: last applied batch (or the snapshot's)
+  uint64_t snapshot_sequence_ = 0;  // receiving: the snapshot's sequence number
+  int32_t next_part_ = 0;           // receiving: the part expected next
+
+  absl::flat_hash_map<std::string, Reservation> reservations_;
+  int64_t reserved_blocks_ = 0;  // sum over reservations_
+};
+
+}  // namespace kvserve
+
+#endif  // KVSERVE_ROUTER_WORKER_BOOKS_H_

@@ -1,0 +1,137 @@
+#include "router/worker_connection.h"
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <utility>
+
+#include "absl/time/clock.h"
+
+namespace kvserve {
+
+WorkerConnection::WorkerConnection(std::string address,
+                                   std::shared_ptr<grpc::ChannelCredentials> credentials,
+                                   ClusterBooks* books, WorkerConnectionOptions options)
+    : address_(std::move(address)), books_(books), options_(std::move(options)) {
+  grpc::ChannelArguments args;
+  // Reconnect quickly after a worker restarts; the default backoff can reach two minutes.
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(options_.max_backoff)));
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(options_.initial_backoff)));
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(options_.initial_backoff)));
+  channel_ = grpc::CreateCustomChannel(address_, credentials, args);
+  stub_ = kvserve::v1::Worker::NewStub(channel_);
+}
+
+WorkerConnection::~WorkerConnection() { Stop(); }
+
+void WorkerConnection::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
+
+void WorkerConnection::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    if (active_ != nullptr) active_->TryCancel();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+std::optional<kvserve::v1::ModelInfo> WorkerConnection::model_info() const {
+  absl::MutexLock lock(&mu_);
+  return model_info_;
+}
+
+void WorkerConnection::Changed() const {
+  if (options_.on_books_changed) options_.on_books_changed();
+}
+
+bool WorkerConnection::SleepUnlessStopped(absl::Duration duration) {
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithTimeout(absl::Condition(&stopping_), duration);
+  return !stopping_;
+}
+
+bool WorkerConnection::FetchModelInfo() {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  // Wait for the connection rather than failing fast while the channel backs off: a worker that
+  // is still starting is picked up as soon as it listens.
+  context.set_wait_for_ready(true);
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return false;
+    active_ = &context;  // so that Stop() need not wait for the deadline
+  }
+  kvserve::v1::ModelInfo info;
+  grpc::Status status = stub_->GetModelInfo(&context, kvserve::v1::GetModelInfoRequest(), &info);
+  absl::MutexLock lock(&mu_);
+  active_ = nullptr;
+  if (!status.ok()) return false;
+  model_info_ = std::move(info);
+  return true;
+}
+
+bool WorkerConnection::StreamOnce() {
+  grpc::ClientContext context;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return false;
+    active_ = &context;
+  }
+  kvserve::v1::StatusRequest request;
+  request.set_router_id(options_.router_id);
+  request.set_min_interval_ms(options_.status_interval_ms);
+  std::unique_ptr<grpc::ClientReader<kvserve::v1::WorkerStatus>> reader =
+      stub_->StreamStatus(&context, request);
+  kvserve::v1::WorkerStatus status;
+  bool resync = false;
+  bool cancelled = false;
+  while (reader->Read(&status)) {
+    if (cancelled) continue;  // drain what is in flight
+    absl::StatusOr<ApplyResult> applied = books_->ApplyStatus(address_, status);
+    if (!applied.ok()) {
+      std::cerr << "kvserve-router: worker " << address_ << ": " << applied.status() << std::endl;
+      context.TryCancel();  // reconnect after a backoff; the worker stays unroutable meanwhile
+      cancelled = true;
+      continue;
+    }
+    if (applied->resync_needed) {
+      context.TryCancel();
+      cancelled = resync = true;
+    }
+    Changed();
+  }
+  reader->Finish();
+  absl::MutexLock lock(&mu_);
+  active_ = nullptr;
+  return resync;
+}
+
+void WorkerConnection::Run() {
+  absl::Duration backoff = options_.initial_backoff;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+    }
+    const absl::Time started = absl::Now();
+    const bool resync = FetchModelInfo() && StreamOnce();
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+    }
+    (void)books_->MarkUnreachable(address_);
+    Changed();
+    if (resync) continue;
+    // A stream that lived a while was healthy: start the backoff over.
+    if (absl::Now() - started > options_.max_backoff) backoff = options_.initial_backoff;
+    if (!SleepUnlessStopped(backoff)) return;
+    backoff = std::min(backoff * 2, options_.max_backoff);
+  }
+}
+
+}  // namespace kvserve

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Runs a local kvserve cluster on loopback: one router in front of two workers, each with a
+# Prometheus /metrics endpoint, all on the default model. On a fresh machine it first runs
+# scripts/setup.sh (packages, model, build). Ctrl-C (or SIGTERM) stops all three cleanly.
+#
+#   scripts/run_cluster.sh                          # router on 127.0.0.1:50051
+#   ROUTER_PORT=8000 WORKER_KV_BYTES=536870912 scripts/run_cluster.sh
+#   SKIP_SETUP=1 scripts/run_cluster.sh             # reuse an existing build
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD_DIR=${KVSERVE_BUILD_DIR:-build}
+ROUTER_PORT=${ROUTER_PORT:-50051}
+ROUTER_METRICS_PORT=${ROUTER_METRICS_PORT:-9451}
+WORKER_PORTS=(${WORKER_PORTS:-50061 50062})
+WORKER_METRICS_PORTS=(${WORKER_METRICS_PORTS:-9461 9462})
+WORKER_KV_BYTES=${WORKER_KV_BYTES:-268435456}
+WORKER_THREADS=${WORKER_THREADS:-0}
+LOG_DIR=${LOG_DIR:-$(mktemp -d -t kvserve-cluster-XXXXXX)}
+
+if [ -z "${SKIP_SETUP:-}" ]; then
+  scripts/setup.sh
+fi
+for binary in worker/kvserve-worker router/kvserve-router; do
+  [ -x "$BUILD_DIR/$binary" ] || { echo "run_cluster: $BUILD_DIR/$binary is missing" >&2; exit 1; }
+done
+
+pids=()
+stopped=""
+stop() {
+  [ -n "$stopped" ] && return
+  stopped=1
+  if ((${#pids[@]})); then
+    echo "run_cluster: stopping (router first, then workers)"
+    kill -TERM "${pids[0]}" 2>/dev/null || true
+    wait "${pids[0]}" 2>/dev/null || true
+    for pid in "${pids[@]:1}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${pids[@]:1}"; do wait "$pid" 2>/dev/null || true; done
+  fi
+  echo "run_cluster: stopped; logs in $LOG_DIR"
+}
+trap 'stop; exit 0' INT TERM
+trap stop EXIT
+
+# Waits until `log` says "<name> ready", or fails if the process `pid` exits first.
+wait_ready() {
+  local name=$1 pid=$2 log=$3
+  for _ in $(seq 1 600); do
+    grep -q "^$name ready" "$log" 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || { echo "run_cluster: $name failed:" >&2; cat "$log" >&2; exit 1; }
+    sleep 0.5
+  done
+  echo "run_cluster: $name did not become ready" >&2
+  exit 1
+}
+
+worker_addresses=()
+for i in "${!WORKER_PORTS[@]}"; do
+  log="$LOG_DIR/worker$i.log"
+  "$BUILD_DIR/worker/kvserve-worker" --listen="127.0.0.1:${WORKER_PORTS[$i]}" \
+    --metrics_listen="127.0.0.1:${WORKER_METRICS_PORTS[$i]}" \
+    --kv_memory_bytes="$WORKER_KV_BYTES" --num_threads="$WORKER_THREADS" \
+    --worker_id="worker$i" >"$log" 2>&1 &
+  pids+=($!)
+  worker_addresses+=("127.0.0.1:${WORKER_PORTS[$i]}")
+done
+for i in "${!WORKER_PORTS[@]}"; do
+  wait_ready kvserve-worker "${pids[$i]}" "$LOG_DIR/worker$i.log"
+done
+"$BUILD_DIR/router/kvserve-router" --listen="127.0.0.1:$ROUTER_PORT" \
+  --metrics_listen="127.0.0.1:$ROUTER_METRICS_PORT" \
+  --workers="$(IFS=,; echo "${worker_addresses[*]}")" >"$LOG_DIR/router.log" 2>&1 &
+router_pid=$!
+# The router's pid goes first in pids so that stop() drains it before the workers.
+pids=("$router_pid" "${pids[@]}")
+wait_ready kvserve-router "$router_pid" "$LOG_DIR/router.log"
+# Ready to serve once the router holds a status report from every worker.
+python3 - "$ROUTER_METRICS_PORT" "${#WORKER_PORTS[@]}" <<'PY' ||
+  echo "run_cluster: the router does not see every worker yet" >&2
+import sys, time, urllib.request
+url, want = f"http://127.0.0.1:{sys.argv[1]}/metrics", int(sys.argv[2])
+for _ in range(300):
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    healthy = sum(1 for line in text.splitlines()
+                  if line.startswith("kvserve_router_worker_healthy{") and line.endswith(" 1"))
+    if healthy == want:
+        sys.exit(0)
+    time.sleep(0.1)
+sys.exit(1)
+PY
+
+cat <<EOM
+
+kvserve cluster is up (logs in $LOG_DIR):
+  router   127.0.0.1:$ROUTER_PORT   metrics http://127.0.0.1:$ROUTER_METRICS_PORT/metrics
+$(for i in "${!WORKER_PORTS[@]}"; do
+  echo "  worker$i  127.0.0.1:${WORKER_PORTS[$i]}   metrics http://127.0.0.1:${WORKER_METRICS_PORTS[$i]}/metrics"
+done)
+
+Try it:
+  $BUILD_DIR/tools/kvserve-cli --target=127.0.0.1:$ROUTER_PORT generate "The capital of France is" --max_tokens=16
+  $BUILD_DIR/tools/kvserve-cli --target=127.0.0.1:$ROUTER_PORT chat "Write a haiku about caches."
+  $BUILD_DIR/tools/kvserve-cli workers --workers=$(IFS=,; echo "${worker_addresses[*]}")
+  clients/python/generate_stubs.sh && clients/python/kvserve_client.py --target 127.0.0.1:$ROUTER_PORT --prompt "Hello"
+EOM
+if command -v grpcurl >/dev/null; then
+  cat <<EOM
+  grpcurl -plaintext -d '{"prompt": "Hello", "sampling": {"max_tokens": 16}}' 127.0.0.1:$ROUTER_PORT kvserve.v1.Generation/Generate
+EOM
+fi
+echo
+echo "Ctrl-C stops the cluster."
+# Returns when any process exits (or a signal arrives: the trap stops the rest).
+wait -n "${pids[@]}" || true
+echo "run_cluster: a process exited; stopping the others"

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""ctest deploy_image_consistency: deploy/docker/Dockerfile agrees with the tree and with the
+Kubernetes manifests (docker cannot build here; this is what can be checked without it):
+  - the files it COPYs and runs exist; the programs it builds are CMake targets, installed from
+    the build folder of the CMake file that defines them;
+  - it installs every -dev package of scripts/setup.sh (but the ones named in NOT_FOR_IMAGE);
+  - KVSERVE_MODEL is the default model file (model/default_model.h) and the path every flag file
+    passes as --model;
+  - its USER is the runAsUser / runAsGroup of every pod; every program a manifest runs is
+    installed in /opt/kvserve/bin; it EXPOSEs the ports the flag files listen on;
+  - Dockerfile.dockerignore keeps .git and the build folders out of the context.
+
+  python3 tests/deploy/check_image.py <source root>
+"""
+import re
+import sys
+
+from deploy_common import Failures, load_yaml_documents, parse_flag_lines, source_root
+
+# setup.sh packages the image does not need: fuzzing runtime; Gloo (no CMake target uses it yet).
+NOT_FOR_IMAGE = {"libclang-rt-14-dev", "libgloo-dev"}
+
+
+def dockerfile_instructions(text):
+    """[(INSTRUCTION, arguments)] with continuation lines joined and comments dropped."""
+    joined = re.sub(r"\\\n", " ", "\n".join(l for l in text.splitlines()
+                                            if not l.lstrip().startswith("#")))
+    result = []
+    for line in joined.splitlines():
+        parts = line.strip().split(None, 1)
+        if parts:
+            result.append((parts[0].upper(), parts[1] if len(parts) > 1 else ""))
+    return result
+
+
+def main():
+    root = source_root()
+    failures = Failures("deploy_image_consistency")
+    docker = root / "deploy" / "docker"
+    instructions = dockerfile_instructions((docker / "Dockerfile").read_text(encoding="utf-8"))
+    runs = " ".join(args for op, args in instructions if op == "RUN")
+    env = " ".join(args for op, args in instructions if op == "ENV")
+
+    for op, args in instructions:
+        if op == "COPY" and "--from=" not in args:
+            for source in args.split()[:-1]:
+                failures.check((root / source).exists(), f"Dockerfile: COPY {source}: no such file")
+    for script in re.findall(r"(deploy/docker/[\w.]+\.sh)", runs):
+        path = root / script
+        failures.check(path.exists() and path.stat().st_mode & 0o111,
+                       f"Dockerfile runs {script}, which is missing or not executable")
+
+    targets = re.findall(r"--target\s+((?:[\w-]+\s*)+)", runs)
+    targets = targets[0].split() if targets else []
+    failures.check(targets, "Dockerfile builds no --target")
+    installed = set()
+    for target in targets:
+        defined = [p for p in root.glob("*/*.cmake") if f"add_executable({target} " in
+                   p.read_text(encoding="utf-8")]
+        defined += [p for p in root.glob("*/CMakeLists.txt") if f"add_executable({target} " in
+                    p.read_text(encoding="utf-8")]
+        if failures.check(defined, f"Dockerfile builds {target}: no add_executable({target} ...)"):
+            folder = defined[0].parent.name
+            failures.check(f"/build/{folder}/{target}" in runs,
+                           f"Dockerfile: {target} is built in /build/{folder}/, install it from "
+                           "there")
+            installed.add(target)
+
+    setup = (root / "scripts" / "setup.sh").read_text(encoding="utf-8")
+    packages = re.search(r"APT_PACKAGES=\(([^)]*)\)", setup)
+    apt_line = re.search(r"apt-get install[^&]*", runs)
+    image_packages = set(apt_line.group(0).split()) if apt_line else set()
+    for package in (packages.group(1).split() if packages else []):
+        if package.endswith("-dev") and package not in NOT_FOR_IMAGE:
+            failures.check(package in image_packages,
+                           f"scripts/setup.sh installs {package}; the Dockerfile's build stage "
+                           "does not")
+
+    model_file = re.search(r'kDefaultModelFile\[\] = "([^"]+)"',
+                           (root / "model" / "default_model.h").read_text(encoding="utf-8"))
+    model_env = re.search(r"KVSERVE_MODEL=(\S+)", env)
+    if failures.check(model_env, "Dockerfile sets no KVSERVE_MODEL"):
+        model_path = model_env.group(1)
+        failures.check(model_file and model_path.endswith("/" + model_file.group(1)),
+                       f"KVSERVE_MODEL {model_path} is not the default model file")
+        for flags_file in sorted((root / "deploy" / "k8s").rglob("*.flags")):
+            for name, value in parse_flag_lines(flags_file.read_text(encoding="utf-8"))[0]:
+                if name == "model":
+                    failures.check(value == model_path,
+                                   f"{flags_file.relative_to(root)}: --model={value} is not the "
+                                   f"image's model {model_path}")
+                if name in ("listen", "metrics_listen"):
+                    port = value.rpartition(":")[2]
+                    failures.check(any(op == "EXPOSE" and port in args.split()
+                                       for op, args in instructions),
+                                   f"{flags_file.relative_to(root)}: --{name} port {port} is not "
+                                   "EXPOSEd by the Dockerfile")
+
+    user = [args for op, args in instructions if op == "USER"]
+    uid, _, gid = (user[-1] if user else "").partition(":")
+    failures.check(uid.isdigit(), "Dockerfile: USER must be a numeric uid (runAsNonRoot)")
+    for path in sorted((root / "deploy" / "k8s").rglob("*.yaml")):
+        for doc in load_yaml_documents(path):
+            text = repr(doc)
+            for key, want in (("runAsUser", uid), ("runAsGroup", gid or uid)):
+                for value in re.findall(rf"'{key}': (\d+)", text):
+                    failures.check(value == want, f"{path.relative_to(root)}: {key} {value} is "
+                                                  f"not the image's {want}")
+            for program in re.findall(r"/opt/kvserve/bin/([\w-]+)", text):
+                failures.check(program in installed,
+                               f"{path.relative_to(root)} runs {program}, which the image lacks")
+
+    ignore = (docker / "Dockerfile.dockerignore").read_text(encoding="utf-8").split()
+    for pattern in (".git", "build", "build-*"):
+        failures.check(pattern in ignore, f"Dockerfile.dockerignore does not exclude {pattern}")
+    return failures.report(f"Dockerfile: {len(instructions)} instructions, targets "
+                           f"{' '.join(targets)}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,336 @@
+#!/usr/bin/env python3
+"""ctest deploy_k8s_manifests: the kustomize tree under deploy/k8s is well formed and true to the
+binaries, checked offline from the files themselves (no kustomize needed):
+  - every kustomization.yaml references files and folders that exist, and every YAML file under
+    deploy/k8s is a kustomization or is referenced by one;
+  - every document parses and has apiVersion, kind and metadata.name (JSON patches: op and path);
+  - every container has an image, cpu/memory requests, a memory limit, startup, readiness and
+    liveness probes, and a non-root securityContext (runAsNonRoot, no uid 0, no privilege
+    escalation, read-only root filesystem, capabilities drop ALL);
+  - every flag passed to kvserve-worker / kvserve-router (args, JSON patches, and the flag files
+    the ConfigMap generators ship, found through --flagfile and the volume it is mounted from)
+    is one the binary defines with ABSL_FLAG;
+  - probes and ports agree with --listen / --metrics_listen, the router's --workers_dns names the
+    workers' headless Service and port, and terminationGracePeriodSeconds exceeds preStop plus
+    --drain_timeout_s of every flag file the workload may get.
+
+  python3 tests/deploy/check_manifests.py <source root>
+"""
+import pathlib
+import re
+import sys
+
+import yaml
+from deploy_common import (ABSL_BUILTIN_FLAGS, BINARIES, Failures, defined_flags,
+                           load_yaml_documents, parse_flag, parse_flag_lines, source_root)
+
+WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"}
+
+
+class Tree:
+    """The kustomize tree: which file plays which role, and the objects of the resources."""
+
+    def __init__(self, root, failures):
+        self.root = root
+        self.k8s = root / "deploy" / "k8s"
+        self.failures = failures
+        self.resources = {}  # path -> [documents]
+        self.patches = []  # (where, target or None, document or list of JSON patch ops)
+        self.generators = []  # (where, configmap name, key, path)
+        self.referenced = set()
+
+    def rel(self, path):
+        return str(pathlib.Path(path).relative_to(self.root))
+
+    def load(self):
+        kustomizations = sorted(self.k8s.rglob("kustomization.yaml"))
+        self.failures.check(kustomizations, "no kustomization.yaml under deploy/k8s")
+        for kfile in kustomizations:
+            self.referenced.add(kfile)
+            self.load_kustomization(kfile)
+        for path in sorted(self.k8s.rglob("*.y*ml")):
+            self.failures.check(path in self.referenced,
+                                f"{self.rel(path)} is referenced by no kustomization.yaml")
+
+    def exists(self, where, path, want_dir=None):
+        ok = path.exists() and (want_dir is None or path.is_dir() == want_dir)
+        self.failures.check(ok, f"{where}: references {path.name}, which does not exist "
+                                f"({self.rel(path.parent)})")
+        return ok
+
+    def load_kustomization(self, kfile):
+        where = self.rel(kfile)
+        docs = self.parse(kfile)
+        if len(docs) != 1:
+            self.failures.add(f"{where}: want one document, got {len(docs)}")
+            return
+        k = docs[0]
+        self.failures.check(k.get("kind") in ("Kustomization", "Component"),
+                            f"{where}: kind must be Kustomization or Component")
+        self.failures.check("apiVersion" in k, f"{where}: no apiVersion")
+        base = kfile.parent
+        for entry in k.get("resources", []):
+            path = (base / entry).resolve()
+            if self.exists(where, path):
+                if path.is_dir():
+                    self.exists(where, path / "kustomization.yaml")
+                else:
+                    self.referenced.add(path)
+                    self.resources[path] = self.parse(path)
+        for entry in k.get("components", []):
+            path = (base / entry).resolve()
+            if self.exists(where, path, want_dir=True):
+                self.exists(where, path / "kustomization.yaml")
+        for patch in k.get("patches", []) + k.get("patchesStrategicMerge", []):
+            if isinstance(patch, str):
+                patch = {"path": patch}
+            target = patch.get("target")
+            if "path" in patch:
+                path = (base / patch["path"]).resolve()
+                if self.exists(where, path):
+                    self.referenced.add(path)
+                    for doc in self.parse(path):
+                        self.patches.append((self.rel(path), target, doc))
+            elif "patch" in patch:
+                try:
+                    for doc in yaml.safe_load_all(patch["patch"]):
+                        if doc is not None:
+                            self.patches.append((f"{where} inline patch", target, doc))
+                except yaml.YAMLError as error:
+                    self.failures.add(f"{where}: inline patch does not parse: {error}")
+        for generator in k.get("configMapGenerator", []) + k.get("secretGenerator", []):
+            for entry in generator.get("files", []):
+                key, _, file = entry.rpartition("=") if "=" in entry else (None, "", entry)
+                path = (base / file).resolve()
+                if self.exists(where, path):
+                    self.generators.append((where, generator["name"], key or path.name, path))
+            for entry in generator.get("envs", []):
+                self.exists(where, (base / entry).resolve())
+
+    def parse(self, path):
+        try:
+            return load_yaml_documents(path)
+        except yaml.YAMLError as error:
+            self.failures.add(f"{self.rel(path)}: does not parse: {error}")
+            return []
+
+
+def check_metadata(failures, where, doc):
+    ok = isinstance(doc, dict)
+    ok = ok and failures.check("apiVersion" in doc, f"{where}: no apiVersion")
+    ok = ok and failures.check("kind" in doc, f"{where}: no kind")
+    name = (doc.get("metadata") or {}).get("name") if isinstance(doc, dict) else None
+    failures.check(bool(name), f"{where}: no metadata.name")
+    return ok
+
+
+def check_flag(failures, where, binary, text, flags):
+    parsed = parse_flag(text)
+    if parsed is None:
+        return None
+    failures.check(parsed[0] in flags[binary],
+                   f"{where}: {binary} defines no flag --{parsed[0]} (ABSL_FLAG in "
+                   f"{BINARIES[binary]}/)")
+    return parsed
+
+
+def port_of(address):
+    return int(address.rpartition(":")[2])
+
+
+def check_container(failures, where, container, pod_spec, flags, flagfiles):
+    """Checks one container; returns (binary, configmap name, key) of its --flagfile or None."""
+    name = f"{where} container {container.get('name')}"
+    failures.check(bool(container.get("image")), f"{name}: no image")
+    resources = container.get("resources") or {}
+    requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+    failures.check("cpu" in requests and "memory" in requests,
+                   f"{name}: resources.requests needs cpu and memory")
+    failures.check("memory" in limits, f"{name}: resources.limits needs memory")
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        failures.check(probe in container, f"{name}: no {probe}")
+    pod_sc, sc = pod_spec.get("securityContext") or {}, container.get("securityContext") or {}
+    failures.check(sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")) is True,
+                   f"{name}: runAsNonRoot must be true")
+    failures.check(sc.get("runAsUser", pod_sc.get("runAsUser")) != 0, f"{name}: runAsUser 0")
+    failures.check(sc.get("allowPrivilegeEscalation") is False,
+                   f"{name}: allowPrivilegeEscalation must be false")
+    failures.check(sc.get("readOnlyRootFilesystem") is True,
+                   f"{name}: readOnlyRootFilesystem must be true")
+    failures.check("ALL" in ((sc.get("capabilities") or {}).get("drop") or []),
+                   f"{name}: capabilities.drop must include ALL")
+    command = container.get("command") or []
+    binary = pathlib.PurePosixPath(command[0]).name if command else None
+    if binary not in BINARIES:
+        return None
+    env_names = {e.get("name") for e in container.get("env") or []}
+    flagfile = None
+    for arg in container.get("args") or []:
+        parsed = check_flag(failures, name, binary, str(arg), flags)
+        failures.check(parsed is not None, f"{name}: argument '{arg}' is not --flag=value")
+        for var in re.findall(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", str(arg)):
+            failures.check(var in env_names, f"{name}: '{arg}' uses $({var}), not in env")
+        if parsed and parsed[0] == "flagfile":
+            flagfile = parsed[1]
+    if flagfile is None:
+        return None
+    volumes = {v.get("name"): v for v in pod_spec.get("volumes") or []}
+    for mount in container.get("volumeMounts") or []:
+        prefix = mount["mountPath"].rstrip("/") + "/"
+        if flagfile.startswith(prefix):
+            config_map = (volumes.get(mount["name"]) or {}).get("configMap") or {}
+            if failures.check("name" in config_map,
+                              f"{name}: --flagfile {flagfile} is not on a ConfigMap volume"):
+                flagfiles.append((name, container, pod_spec, binary, config_map["name"],
+                                  flagfile[len(prefix):]))
+            return
+    failures.add(f"{name}: --flagfile={flagfile} lies in no volumeMount")
+
+
+def pod_spec_of(doc):
+    spec = doc.get("spec") or {}
+    return ((spec.get("template") or {}).get("spec")) or {}
+
+
+def check_services(failures, tree, services):
+    """A StatefulSet's serviceName is a headless Service; a ServiceMonitor's endpoint ports are
+    ports of the Services it selects."""
+    for path, docs in tree.resources.items():
+        for doc in docs:
+            if not isinstance(doc, dict):
+                continue
+            where = f"{tree.rel(path)} {doc.get('kind')}/{(doc.get('metadata') or {}).get('name')}"
+            spec = doc.get("spec") or {}
+            if doc.get("kind") == "StatefulSet":
+                service = services.get(spec.get("serviceName"))
+                failures.check(service is not None and service["spec"].get("clusterIP") == "None",
+                               f"{where}: serviceName {spec.get('serviceName')} is no headless "
+                               f"Service of the base")
+            if doc.get("kind") == "ServiceMonitor":
+                wanted = (spec.get("selector") or {}).get("matchLabels") or {}
+                selected = [s for s in services.values()
+                            if wanted.items() <= ((s["metadata"].get("labels") or {}).items())]
+                failures.check(selected, f"{where}: selects no Service")
+                for endpoint in spec.get("endpoints") or []:
+                    for service in selected:
+                        names = [p.get("name") for p in service["spec"].get("ports", [])]
+                        failures.check(endpoint.get("port") in names,
+                                       f"{where}: Service {service['metadata']['name']} has no "
+                                       f"port named {endpoint.get('port')}")
+
+
+def main():
+    root = source_root()
+    failures = Failures("deploy_k8s_manifests")
+    flags = {b: defined_flags(root, b) | ABSL_BUILTIN_FLAGS for b in BINARIES}
+    for binary, names in flags.items():
+        failures.check(len(names) > len(ABSL_BUILTIN_FLAGS), f"no ABSL_FLAG found for {binary}")
+    tree = Tree(root, failures)
+    tree.load()
+
+    flagfiles, target_binary, services = [], {}, {}
+    for path, docs in tree.resources.items():
+        for i, doc in enumerate(docs):
+            where = f"{tree.rel(path)}[{i}]"
+            if not check_metadata(failures, where, doc):
+                continue
+            kind, obj_name = doc["kind"], doc["metadata"].get("name")
+            if kind == "Service":
+                services[obj_name] = doc
+            if kind not in WORKLOADS:
+                continue
+            pod_spec = pod_spec_of(doc)
+            failures.check(pod_spec.get("containers"), f"{where}: no containers")
+            for container in pod_spec.get("containers") or []:
+                check_container(failures, f"{where} {kind}/{obj_name}", container, pod_spec,
+                                flags, flagfiles)
+                command = container.get("command") or [""]
+                if pathlib.PurePosixPath(command[0]).name in BINARIES:
+                    target_binary[(kind, obj_name)] = pathlib.PurePosixPath(command[0]).name
+            for container in pod_spec.get("initContainers") or []:
+                check_container(failures, f"{where} {kind}/{obj_name} init", container, pod_spec,
+                                flags, flagfiles)
+
+    for where, target, doc in tree.patches:
+        if isinstance(doc, list):
+            binary = target_binary.get(((target or {}).get("kind"), (target or {}).get("name")))
+            for op in doc:
+                if not failures.check(isinstance(op, dict) and "op" in op and "path" in op,
+                                      f"{where}: JSON patch entry without op/path: {op}"):
+                    continue
+                values = op.get("value")
+                for value in values if isinstance(values, list) else [values]:
+                    if isinstance(value, str) and value.startswith("--"):
+                        if failures.check(binary, f"{where}: flag {value} patched into a "
+                                                  f"target that runs no kvserve binary"):
+                            check_flag(failures, where, binary, value, flags)
+        elif check_metadata(failures, where, doc) and doc.get("$patch") != "delete":
+            key = (doc["kind"], doc["metadata"]["name"])
+            if doc["kind"] in WORKLOADS:
+                failures.check(key in target_binary,
+                               f"{where}: patches {key[0]}/{key[1]}, which the base lacks")
+            for container in pod_spec_of(doc).get("containers") or []:
+                binary = target_binary.get(key)
+                for arg in container.get("args") or []:
+                    if binary:
+                        check_flag(failures, where, binary, str(arg), flags)
+
+    # The flag files: every generator of a ConfigMap a --flagfile points into.
+    by_configmap = {}
+    for where, name, key, path in tree.generators:
+        by_configmap.setdefault((name, key), []).append((where, path))
+    for name, container, pod_spec, binary, config_map, key in flagfiles:
+        files = by_configmap.get((config_map, key), [])
+        if not failures.check(files, f"{name}: no configMapGenerator makes {config_map}/{key}"):
+            continue
+        grace = pod_spec.get("terminationGracePeriodSeconds", 30)
+        pre_stop = (((container.get("lifecycle") or {}).get("preStop") or {}).get("exec") or {})
+        pre_stop_command = pre_stop.get("command") or []
+        sleep_s = float(pre_stop_command[-1]) if "sleep" in "".join(pre_stop_command[:1]) else 0
+        for where, path in files:
+            text_where = tree.rel(path)
+            parsed, bad = parse_flag_lines(path.read_text(encoding="utf-8"))
+            failures.check(not bad, f"{text_where}: lines that are not --flag=value: {bad}")
+            values = {}
+            for flag_name, value in parsed:
+                check_flag(failures, text_where, binary, f"--{flag_name}", flags)
+                values[flag_name] = value
+            drain_s = float(values.get("drain_timeout_s", 30))
+            failures.check(grace > sleep_s + drain_s,
+                           f"{name}: terminationGracePeriodSeconds {grace} must exceed preStop "
+                           f"{sleep_s:g} s + --drain_timeout_s {drain_s:g} s of {text_where}")
+            ports = {p.get("name"): p.get("containerPort") for p in container.get("ports") or []}
+            if "listen" in values:
+                listen = port_of(values["listen"])
+                failures.check(ports.get("grpc") == listen,
+                               f"{name}: containerPort 'grpc' {ports.get('grpc')} is not "
+                               f"--listen's {listen} ({text_where})")
+                for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+                    grpc = (container.get(probe) or {}).get("grpc")
+                    if grpc:
+                        failures.check(grpc.get("port") == listen,
+                                       f"{name}: {probe} port {grpc.get('port')} is not "
+                                       f"--listen's {listen}")
+            if "metrics_listen" in values:
+                failures.check(ports.get("metrics") == port_of(values["metrics_listen"]),
+                               f"{name}: containerPort 'metrics' is not --metrics_listen's port")
+            if "workers_dns" in values:
+                host, _, port = values["workers_dns"].rpartition(":")
+                service = services.get(host.split(".")[0])
+                if failures.check(service is not None,
+                                  f"{text_where}: --workers_dns names no Service of the base"):
+                    spec = service["spec"]
+                    failures.check(spec.get("clusterIP") == "None",
+                                   f"{text_where}: --workers_dns Service {host} is not headless")
+                    failures.check(int(port) in [p.get("port") for p in spec.get("ports", [])],
+                                   f"{text_where}: --workers_dns port {port} is not a port of "
+                                   f"Service {host}")
+    failures.check(flagfiles, "no kvserve container reads a --flagfile")
+    check_services(failures, tree, services)
+    checked = (f"{len(tree.resources)} resource files, {len(tree.patches)} patches, "
+               f"{len(tree.generators)} generated files")
+    return failures.report(checked)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

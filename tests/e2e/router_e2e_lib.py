@@ -1,0 +1,180 @@
+"""Shared parts of the router e2e tests: a kvserve-router process (ports read from its output,
+like kvserve_e2e.Worker), a small cluster (workers + routers on loopback, port 0), stream
+collection, Prometheus series parsing, and a test CA made with openssl.
+
+Processes go through kvserve_e2e.PROCESSES, so kvserve_e2e.cleanup() kills whatever a failing
+test left behind.
+"""
+
+import os
+import re
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.request
+
+import grpc
+
+import kvserve_e2e
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PB = {}
+
+# Workers as the e2e suite runs them: one CPU thread each (CI machines are small and shared).
+WORKER_ARGS = ["--max_num_seqs=16", "--max_num_batched_tokens=256", "--num_threads=1",
+               "--drain_timeout_s=5"]
+
+
+def setup(options):
+    """Generates the stubs once per process; returns the dict of modules."""
+    if not PB:
+        PB.update(kvserve_e2e.generate_stubs(options["proto-root"], os.path.join(HERE, "protos")))
+    return PB
+
+
+class Router(kvserve_e2e.Worker):
+    """A kvserve-router process; start() waits for 'kvserve-router ready'."""
+
+    def __init__(self, binary, workers_flag, extra_args=(), ready_timeout_s=60):
+        super().__init__(binary, [workers_flag, *extra_args], ready_timeout_s)
+
+    def _read_output(self):
+        for line in self.process.stdout:
+            self.output.append(line.rstrip("\n"))
+            match = re.match(r"kvserve-router (grpc|metrics)_port=(\d+)", line)
+            if match:
+                setattr(self, f"{match.group(1)}_port", int(match.group(2)))
+            if line.startswith("kvserve-router ready"):
+                self._ready.set()
+        self._ready.set()
+
+    def series(self, name):
+        """{labels string: value} of every sample of metric `name`."""
+        result = {}
+        for line in self.metrics_text().splitlines():
+            match = re.match(re.escape(name) + r"(\{[^}]*\})? (\S+)$", line)
+            if match:
+                result[match.group(1) or ""] = float(match.group(2))
+        return result
+
+    def worker_gauge(self, name, worker):
+        return self.series(name).get(f'{{worker="{worker.address}"}}')
+
+    def wait_workers_healthy(self, workers, timeout_s=60):
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            if all(self.worker_gauge("kvserve_router_worker_healthy", w) == 1 for w in workers):
+                return
+            time.sleep(0.05)
+        raise AssertionError("router never saw every worker healthy:\n" + self.log())
+
+
+def start_workers(options, count, extra_args=()):
+    args = list(WORKER_ARGS) + list(extra_args)
+    if "model" in options:
+        args.append("--model=" + options["model"])
+    workers = [kvserve_e2e.Worker(options["worker"], args) for _ in range(count)]
+    # Started in parallel: each loads the model.
+    threads = [threading.Thread(target=worker.start) for worker in workers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for worker in workers:
+        if worker.grpc_port is None:
+            raise RuntimeError("a worker did not start:\n" + worker.log())
+    return workers
+
+
+def start_router(options, workers, extra_args=(), workers_flag=None):
+    """A router in front of `workers` (--workers=their addresses unless workers_flag is given);
+    returns once the router sees every one of them healthy."""
+    args = list(extra_args)
+    if "model" in options:
+        args.append("--model=" + options["model"])
+    if workers_flag is None:
+        workers_flag = "--workers=" + ",".join(w.address for w in workers)
+    router = Router(options["router"], workers_flag, args).start()
+    router.wait_workers_healthy(workers)
+    return router
+
+
+def generation_stub(target, credentials=None):
+    channel = (grpc.secure_channel(target, credentials) if credentials
+               else grpc.insecure_channel(target))
+    return PB["generation_pb2_grpc"].GenerationStub(channel)
+
+
+def sampling(**fields):
+    return PB["sampling_pb2"].SamplingParams(**fields)
+
+
+def request(prompt=None, ids=None, **sampling_fields):
+    gen = PB["generation_pb2"]
+    if ids is not None:
+        return gen.GenerateRequest(prompt_token_ids=gen.TokenIds(ids=ids),
+                                   sampling=sampling(**sampling_fields))
+    return gen.GenerateRequest(prompt=prompt, sampling=sampling(**sampling_fields))
+
+
+def collect(responses):
+    """(tokens, text, finish reasons, usage) of a whole stream."""
+    tokens, text, reasons, usage = [], "", [], None
+    for response in responses:
+        assert usage is None, "usage must come in the last message only"
+        for delta in response.choices:
+            tokens.extend(delta.token_ids)
+            text += delta.text
+            if delta.finish_reason:
+                reasons.append(delta.finish_reason)
+        if response.HasField("usage"):
+            usage = response.usage
+    return tokens, text, reasons, usage
+
+
+def make_test_ca(directory):
+    """A CA, a server certificate for 127.0.0.1 / localhost and a client certificate, all signed
+    by the CA; returns {name: path}."""
+    paths = {name: os.path.join(directory, name) for name in
+             ("ca.key", "ca.pem", "server.key", "server.pem", "client.key", "client.pem")}
+    ext = os.path.join(directory, "san.cnf")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+
+    def run(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        "-subj", "/CN=kvserve test CA",
+        "-keyout", paths["ca.key"], "-out", paths["ca.pem"])
+    for who in ("server", "client"):
+        csr = os.path.join(directory, who + ".csr")
+        run("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={who}", "-keyout",
+            paths[who + ".key"], "-out", csr)
+        run("x509", "-req", "-in", csr, "-CA", paths["ca.pem"], "-CAkey", paths["ca.key"],
+            "-CAcreateserial", "-days", "2", "-extfile", ext, "-out", paths[who + ".pem"])
+    return paths
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def temp_dir():
+    return tempfile.mkdtemp(prefix="kvserve_router_e2e_")
+
+
+def worker_metric_total(worker, name):
+    """Sum of every sample of `name` on a worker's /metrics (0 when absent)."""
+    total = 0.0
+    for line in worker.metrics_text().splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def url_get(url):
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.read().decode()

@@ -1,0 +1,142 @@
+"""End-to-end test of migration: 16 streams run through the router on two real workers, and one
+worker is killed with SIGKILL while they run. Every stream must complete, and each stream's
+tokens and text must equal those of an undisturbed run of the same requests: greedy ones, and
+sampled ones with a fixed seed. A request without a seed also completes (the router fixed its
+seed before the first dispatch), and when the last worker dies too, the stream ends with
+FINISH_REASON_ABORT, usage and OK.
+
+  python3 router_fault_e2e_test.py --worker=build/worker/kvserve-worker \
+      --router=build/router/kvserve-router --proto-root=proto
+"""
+
+import signal
+import sys
+import threading
+import time
+import unittest
+
+import kvserve_e2e
+import router_e2e_lib as lib
+
+OPTIONS, UNITTEST_ARGV = kvserve_e2e.parse_args(sys.argv)
+NUM_STREAMS = 16
+OUTPUT_TOKENS = 32
+
+
+def setUpModule():
+    lib.setup(OPTIONS)
+
+
+def tearDownModule():
+    kvserve_e2e.cleanup()
+
+
+def requests():
+    """8 greedy and 8 seeded sampled requests, each with its own prompt."""
+    result = []
+    for i in range(NUM_STREAMS):
+        prompt = f"Story number {i}: once upon a time, in a village by the sea,"
+        if i % 2 == 0:
+            result.append(lib.request(prompt, temperature=0, max_tokens=OUTPUT_TOKENS,
+                                      ignore_eos=True))
+        else:
+            result.append(lib.request(prompt, temperature=0.9, top_p=0.95, seed=1000 + i,
+                                      max_tokens=OUTPUT_TOKENS, ignore_eos=True))
+    return result
+
+
+class RouterFaultTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.workers = lib.start_workers(OPTIONS, 2)
+        cls.router = lib.start_router(OPTIONS, cls.workers,
+                                      ["--max_migrations=2", "--status_interval_ms=100"])
+        cls.stub = lib.generation_stub(cls.router.address)
+
+    def run_all(self, on_progress=None):
+        """Runs every request at once; returns [(tokens, text)] in request order. on_progress
+        gets the token counts so far after every message."""
+        outputs = [None] * NUM_STREAMS
+        counts = [0] * NUM_STREAMS
+        errors = []
+        lock = threading.Lock()
+
+        def run(i, request):
+            tokens, text = [], ""
+            try:
+                for response in self.stub.Generate(request, timeout=600):
+                    for delta in response.choices:
+                        tokens.extend(delta.token_ids)
+                        text += delta.text
+                    with lock:
+                        counts[i] = len(tokens)
+                        if on_progress:
+                            on_progress(list(counts))
+                outputs[i] = (tokens, text)
+            except Exception as error:  # reported below with the stream's index
+                errors.append((i, error))
+
+        threads = [threading.Thread(target=run, args=(i, r)) for i, r in enumerate(requests())]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        self.assertEqual(errors, [])
+        return outputs
+
+    def test_kill_one_worker_mid_stream_loses_nothing(self):
+        undisturbed = self.run_all()
+        for tokens, _ in undisturbed:
+            self.assertEqual(len(tokens), OUTPUT_TOKENS)
+
+        routed = self.router.series("kvserve_router_requests_routed_total")
+        killed = []
+
+        def kill_when_running(counts):
+            # Once at least half the streams have output and none is near its end, kill the
+            # worker that serves most of them (both serve some: the router spreads the load).
+            # Not "every stream": with a fast decode the first streams can be well ahead of
+            # the last ones admitted.
+            started = sum(1 for count in counts if count >= 2)
+            if killed or started < NUM_STREAMS // 2 or max(counts) >= OUTPUT_TOKENS - 4:
+                return
+            now = self.router.series("kvserve_router_requests_routed_total")
+            load = [now.get(f'{{worker="{w.address}"}}', 0) -
+                    routed.get(f'{{worker="{w.address}"}}', 0) for w in self.workers]
+            victim = self.workers[load.index(max(load))]
+            victim.process.send_signal(signal.SIGKILL)
+            killed.append((victim, load))
+
+        disturbed = self.run_all(kill_when_running)
+        self.assertTrue(killed, "the worker was never killed: streams finished too fast")
+        print(f"killed {killed[0][0].address}, routed before the kill: {killed[0][1]}",
+              file=sys.stderr)
+        for i in range(NUM_STREAMS):
+            self.assertEqual(disturbed[i][0], undisturbed[i][0], f"tokens of stream {i}")
+            self.assertEqual(disturbed[i][1], undisturbed[i][1], f"text of stream {i}")
+        migrations = self.router.series("kvserve_router_migrations_total").get("", 0)
+        self.assertGreaterEqual(migrations, 1)
+
+        # A request without a seed still completes on the surviving worker.
+        tokens, _, _, usage = lib.collect(self.stub.Generate(
+            lib.request("After the storm,", temperature=1.0, max_tokens=8, ignore_eos=True),
+            timeout=120))
+        self.assertEqual(len(tokens), 8)
+        self.assertEqual(usage.completion_tokens, 8)
+
+        # Kill the last worker mid-stream: nobody can continue, so the output so far stands and
+        # the choice ends with FINISH_REASON_ABORT, usage and OK.
+        survivor = next(w for w in self.workers if w is not killed[0][0])
+        stream = self.stub.Generate(lib.request("A very long tale:", temperature=0,
+                                                max_tokens=400, ignore_eos=True), timeout=300)
+        first = next(stream)
+        survivor.process.send_signal(signal.SIGKILL)
+        tokens, _, reasons, usage = lib.collect([first, *stream])
+        self.assertEqual(reasons, [lib.PB["output_pb2"].FINISH_REASON_ABORT])
+        self.assertGreater(len(tokens), 0)
+        self.assertLess(len(tokens), 400)
+        self.assertEqual(usage.completion_tokens, len(tokens))
+
+
+if __name__ == "__main__":
+    unittest.main(argv=UNITTEST_ARGV, verbosity=2)

@@ -1,0 +1,266 @@
+// ClusterBooks: the router's prompt hashes equal those a real KvCacheManager stores; routing
+// prefers the worker holding the prefix, spreads unrelated requests, never overbooks a worker,
+// skips unhealthy / draining / excluded workers, and migrations prefer the longest prefix.
+
+#include "router/cluster_books.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kvcache/kv_cache_manager.h"
+#include "tests/router/router_test_util.h"
+
+namespace kvserve {
+namespace {
+
+using testing_util::AddBatch;
+using testing_util::CapacitySpec;
+using testing_util::MakeStatus;
+using testing_util::Range;
+using testing_util::SetSnapshotPart;
+
+constexpr int kBlockSize = 16;
+
+std::unique_ptr<ClusterBooks> MakeBooks() {
+  absl::StatusOr<std::unique_ptr<ClusterBooks>> books = ClusterBooks::Create(RouterCoreOptions{});
+  EXPECT_TRUE(books.ok()) << books.status();
+  return std::move(*books);
+}
+
+// A worker's KV cache that ran `tokens` with `salt` to completion: its blocks are cached.
+std::unique_ptr<KvCacheManager> CacheThatRan(const std::vector<TokenId>& tokens,
+                                             const std::string& salt, uint64_t epoch) {
+  auto manager =
+      *KvCacheManager::Create({.num_blocks = 256, .block_size = kBlockSize, .epoch = epoch});
+  EXPECT_TRUE(manager->AddSequence(1, tokens, salt, static_cast<int>(tokens.size())).ok());
+  EXPECT_TRUE(manager->CommitComputed(1, static_cast<int>(tokens.size())).ok());
+  EXPECT_TRUE(manager->FreeSequence(1).ok());
+  return manager;
+}
+
+// Registers `worker` and feeds it an empty snapshot, then `manager`'s pending events, with the
+// given capacity.
+void Connect(ClusterBooks& books, const std::string& worker, KvCacheManager* manager,
+             const CapacitySpec& capacity, uint64_t epoch) {
+  ASSERT_TRUE(books.AddWorker(worker).ok());
+  kvserve::v1::WorkerStatus status = MakeStatus(epoch, capacity);
+  SetSnapshotPart(&status, 0, 0, true, {});
+  if (manager != nullptr) {
+    KvEventBatch batch;
+    manager->DrainEvents(&batch);
+    AddBatch(&status, batch, kBlockSize);
+  }
+  absl::StatusOr<ApplyResult> result = books.ApplyStatus(worker, status);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_FALSE(result->resync_needed);
+}
+
+RouteRequest Request(const std::string& id, std::vector<TokenId> tokens, int64_t max_tokens,
+                     std::string salt = "") {
+  return RouteRequest{.request_id = id,
+                      .tokens = std::move(tokens),
+                      .cache_salt = std::move(salt),
+                      .max_tokens = max_tokens};
+}
+
+TEST(ClusterBooksTest, PromptHashesEqualTheHashesAKvCacheManagerStores) {
+  const std::vector<TokenId> tokens = Range(100, 1000);
+  auto manager = *KvCacheManager::Create({.num_blocks = 64, .block_size = kBlockSize, .epoch = 9});
+  ASSERT_TRUE(manager->AddSequence(1, tokens, "tenant-a", 100).ok());
+  ASSERT_TRUE(manager->CommitComputed(1, 100).ok());
+  KvEventBatch batch;
+  manager->DrainEvents(&batch);
+  std::vector<BlockHash> stored;
+  for (const KvEvent& event : batch.events) {
+    if (event.kind == KvEventKind::kStored) stored.push_back(event.hash);
+  }
+  ASSERT_EQ(stored.size(), 6u);  // 100 / 16 full blocks
+
+  auto books = MakeBooks();
+  EXPECT_EQ(books->Prepare(Request("r", tokens, 1, "tenant-a")).block_hashes, stored);
+  EXPECT_NE(books->Prepare(Request("r", tokens, 1, "tenant-b")).block_hashes[0], stored[0])
+      << "the salt must change block 0's hash";
+  EXPECT_NE(books->Prepare(Request("r", tokens, 1)).block_hashes.back(), stored.back())
+      << "and, through the chain, every later block's";
+}
+
+TEST(ClusterBooksTest, CachedTokensMatchWhatTheWorkerWouldServe) {
+  const std::vector<TokenId> tokens = Range(100, 1000);
+  auto manager = CacheThatRan(tokens, "tenant-a", 9);
+  auto books = MakeBooks();
+  Connect(*books, "w0", manager.get(), {}, 9);
+  std::vector<TokenId> longer = tokens;
+  longer.push_back(7);  // 101 tokens: the 6 cached blocks are all usable
+  const RoutingDecision decision =
+      books->Route(books->Prepare(Request("r", longer, 1, "tenant-a")));
+  ASSERT_EQ(decision.verdict, RouteVerdict::kRouted);
+  EXPECT_EQ(decision.cached_tokens, manager->FindCachedPrefix(longer, "tenant-a").num_tokens);
+  EXPECT_EQ(decision.cached_tokens, 96);
+  const RoutingDecision other_tenant =
+      books->Evaluate(books->Prepare(Request("r2", longer, 1, "tenant-b")));
+  EXPECT_EQ(other_tenant.cached_tokens, 0);
+}
+
+TEST(ClusterBooksTest, PrefersTheWorkerHoldingThePrefix) {
+  const std::vector<TokenId> prompt = Range(512, 3);
+  auto manager = CacheThatRan(prompt, "", 2);
+  auto books = MakeBooks();
+  Connect(*books, "cold", nullptr, {}, 1);
+  Connect(*books, "warm", manager.get(), {}, 2);
+  std::vector<TokenId> follow_up = prompt;
+  follow_up.insert(follow_up.end(), {1, 2, 3});
+  const RoutingDecision decision = books->Route(books->Prepare(Request("r", follow_up, 16)));
+  EXPECT_EQ(decision.worker_id, "warm");
+  EXPECT_EQ(decision.cached_tokens, 512);
+  EXPECT_EQ(decision.num_candidates, 2);
+}
+
+TEST(ClusterBooksTest, UnrelatedRequestsAlternateBetweenEqualWorkers) {
+  auto books = MakeBooks();
+  Connect(*books, "a", nullptr, {.total = 1000, .free = 1000}, 1);
+  Connect(*books, "b", nullptr, {.total = 1000, .free = 1000}, 2);
+  std::vector<std::string> chosen;
+  for (int i = 0; i < 6; ++i) {
+    const RoutingDecision decision = books->Route(
+        books->Prepare(Request("r" + std::to_string(i), Range(64, 10000 * (i + 1)), 64)));
+    ASSERT_EQ(decision.verdict, RouteVerdict::kRouted);
+    chosen.push_back(decision.worker_id);
+  }
+  EXPECT_EQ(chosen, (std::vector<std::string>{"a", "b", "a", "b", "a", "b"}));
+}
+
+TEST(ClusterBooksTest, ReservationsNeverOverbookAndReleaseWakesTheListener) {
+  auto books = MakeBooks();
+  std::atomic<int> notified = 0;
+  books->SetCapacityListener([&] { ++notified; });
+  Connect(*books, "w", nullptr, {.total = 20, .free = 10}, 1);
+  notified = 0;
+  // 64 + 32 tokens = 6 blocks each; 10 free.
+  const PreparedRoute first = books->Prepare(Request("first", Range(64), 32));
+  const PreparedRoute second = books->Prepare(Request("second", Range(64, 500), 32));
+  EXPECT_EQ(books->Route(first).verdict, RouteVerdict::kRouted);
+  EXPECT_EQ(books->Route(second).verdict, RouteVerdict::kNoFitNow);
+  EXPECT_EQ(notified, 0);
+  EXPECT_TRUE(books->Release("first"));
+  EXPECT_EQ(notified, 1);
+  EXPECT_FALSE(books->Release("first"));
+  EXPECT_EQ(books->Route(second).verdict, RouteVerdict::kRouted);
+  EXPECT_EQ(books->Workers()[0].reserved_blocks, 6);
+}
+
+TEST(ClusterBooksTest, SkipsDrainingUnreachableAndExcludedWorkers) {
+  auto books = MakeBooks();
+  Connect(*books, "draining", nullptr, {}, 1);
+  Connect(*books, "lost", nullptr, {}, 2);
+  Connect(*books, "failed", nullptr, {}, 3);
+  Connect(*books, "ok", nullptr, {.total = 100, .free = 40, .running = 9}, 4);
+  kvserve::v1::WorkerStatus draining = MakeStatus(1, {});
+  draining.set_draining(true);
+  ASSERT_TRUE(books->ApplyStatus("draining", draining).ok());
+  ASSERT_TRUE(books->MarkUnreachable("lost").ok());
+  RouteRequest request = Request("r", Range(40), 8);
+  request.excluded_workers = {"failed"};
+  const RoutingDecision decision = books->Route(books->Prepare(request));
+  EXPECT_EQ(decision.worker_id, "ok");
+  EXPECT_EQ(decision.num_candidates, 1);
+  ASSERT_TRUE(books->MarkUnreachable("ok").ok());
+  EXPECT_EQ(books->Route(books->Prepare(request)).verdict, RouteVerdict::kNoWorker);
+}
+
+TEST(ClusterBooksTest, NeverFitsIsJudgedAgainstTheLargestKnownPool) {
+  auto books = MakeBooks();
+  Connect(*books, "small", nullptr, {.total = 10, .free = 10}, 1);
+  Connect(*books, "big", nullptr, {.total = 100, .free = 0}, 2);
+  ASSERT_TRUE(books->MarkUnreachable("big").ok());
+  EXPECT_EQ(books->Route(books->Prepare(Request("r", Range(160), 1000))).verdict,
+            RouteVerdict::kNoFitNow)
+      << "the big worker may come back";
+  EXPECT_EQ(books->Route(books->Prepare(Request("r", Range(160), 2000))).verdict,
+            RouteVerdict::kNeverFits);
+}
+
+TEST(ClusterBooksTest, MigrationGoesToTheLongestPrefixOfPromptPlusGenerated) {
+  const std::vector<TokenId> prompt = Range(256, 50);
+  std::vector<TokenId> context = prompt;  // prompt + tokens generated before the failure
+  for (int i = 0; i < 64; ++i) context.push_back(9000 + i);
+  auto prompt_only = CacheThatRan(prompt, "s", 2);
+  auto with_generated = CacheThatRan(context, "s", 3);
+  auto failed_cache = CacheThatRan(context, "s", 1);  // as good as the best one, but failed
+  auto books = MakeBooks();
+  Connect(*books, "failed", failed_cache.get(), {}, 1);
+  Connect(*books, "prompt-only", prompt_only.get(), {}, 2);
+  Connect(*books, "full", with_generated.get(), {.total = 100, .free = 60, .waiting = 3}, 3);
+  RouteRequest request = Request("m", context, 100, "s");
+  request.excluded_workers = {"failed"};
+  request.prefer_longest_prefix = true;
+  const RoutingDecision decision = books->Route(books->Prepare(request));
+  EXPECT_EQ(decision.worker_id, "full");
+  EXPECT_EQ(decision.cached_tokens, 304);  // (320 - 1) / 16 = 19 blocks
+}
+
+TEST(ClusterBooksTest, AWorkerRestartDropsTheRequestsItHeld) {
+  auto books = MakeBooks();
+  Connect(*books, "w", nullptr, {}, 1);
+  ASSERT_EQ(books->Route(books->Prepare(Request("r", Range(32), 32))).verdict,
+            RouteVerdict::kRouted);
+  EXPECT_TRUE(books->MarkStarted("r"));
+  absl::StatusOr<ApplyResult> restarted = books->ApplyStatus("w", MakeStatus(2, {}));
+  ASSERT_TRUE(restarted.ok());
+  EXPECT_TRUE(restarted->resync_needed);
+  EXPECT_FALSE(books->Release("r"));
+  EXPECT_EQ(books->Workers()[0].reserved_blocks, 0);
+}
+
+TEST(ClusterBooksTest, RegistryErrors) {
+  auto books = MakeBooks();
+  ASSERT_TRUE(books->AddWorker("w").ok());
+  EXPECT_EQ(books->AddWorker("w").code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(books->ApplyStatus("x", MakeStatus(1, {})).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(books->MarkUnreachable("x").code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(books->RemoveWorker("w").ok());
+  EXPECT_EQ(books->RemoveWorker("w").code(), absl::StatusCode::kNotFound);
+  for (int i = 0; i < WorkerMask::kMaxWorkers; ++i) {
+    ASSERT_TRUE(books->AddWorker("w" + std::to_string(i)).ok());
+  }
+  EXPECT_EQ(books->AddWorker("one-too-many").code(), absl::StatusCode::kResourceExhausted);
+  RouterCoreOptions bad;
+  bad.block_size = 12;
+  EXPECT_EQ(ClusterBooks::Create(bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ClusterBooksTest, ConcurrentRoutingNeverReservesMoreThanIsFree) {
+  auto books = MakeBooks();
+  Connect(*books, "a", nullptr, {.total = 200, .free = 100}, 1);
+  Connect(*books, "b", nullptr, {.total = 200, .free = 100}, 2);
+  std::atomic<int> routed = 0;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        const std::string id = "t" + std::to_string(t) + "-" + std::to_string(i);
+        // 3 blocks each, never released: at most 2 * 33 can be routed.
+        if (books->Route(books->Prepare(Request(id, Range(40, t * 1000 + i), 8))).verdict ==
+            RouteVerdict::kRouted) {
+          ++routed;
+        }
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    for (int i = 0; i < 200; ++i) {
+      ASSERT_TRUE(books->ApplyStatus("a", MakeStatus(1, {.total = 200, .free = 100})).ok());
+    }
+  });
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(routed, 66);
+  for (const WorkerSummary& worker : books->Workers()) EXPECT_LE(worker.reserved_blocks, 100);
+}
+
+}  // namespace
+}  // namespace kvserve

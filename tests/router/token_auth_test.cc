@@ -1,0 +1,57 @@
+// Tests of TokenAuth: the tokens file format, bearer parsing, and per-tenant cache salts.
+#include "router/token_auth.h"
+
+#include "gtest/gtest.h"
+
+namespace kvserve {
+namespace {
+
+TEST(TokenAuthTest, AuthOffAcceptsEveryoneAsTheAnonymousTenant) {
+  TokenAuth auth;
+  EXPECT_FALSE(auth.enabled());
+  absl::StatusOr<std::string> tenant = auth.Authenticate(false, "");
+  ASSERT_TRUE(tenant.ok());
+  EXPECT_EQ(*tenant, "");
+  EXPECT_EQ(TokenAuth::CacheSaltFor(*tenant), "");
+}
+
+TEST(TokenAuthTest, KnownBearerTokenNamesItsTenant) {
+  absl::StatusOr<TokenAuth> auth =
+      TokenAuth::Parse("# comment\n\nalice-secret alice\n  bob-secret\tbob  \n");
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  EXPECT_EQ(*auth->Authenticate(true, "Bearer alice-secret"), "alice");
+  EXPECT_EQ(*auth->Authenticate(true, "bearer bob-secret"), "bob");
+}
+
+TEST(TokenAuthTest, MissingMalformedOrUnknownTokenIsUnauthenticated) {
+  absl::StatusOr<TokenAuth> auth = TokenAuth::Parse("alice-secret alice\n");
+  ASSERT_TRUE(auth.ok());
+  for (auto [present, value] : {std::pair<bool, const char*>{false, ""},
+                                {true, ""},
+                                {true, "alice-secret"},
+                                {true, "Basic alice-secret"},
+                                {true, "Bearer "},
+                                {true, "Bearer alice"},
+                                {true, "Bearer alice-secret-not"}}) {
+    absl::StatusOr<std::string> tenant = auth->Authenticate(present, value);
+    EXPECT_EQ(tenant.status().code(), absl::StatusCode::kUnauthenticated) << value;
+  }
+}
+
+TEST(TokenAuthTest, BadFileNamesTheFlagAndTheLine) {
+  absl::StatusOr<TokenAuth> three_fields = TokenAuth::Parse("a alice\nb bob extra\n");
+  EXPECT_EQ(three_fields.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(three_fields.status().message().substr(0, 26), "--auth_tokens_file: line 2");
+  absl::StatusOr<TokenAuth> duplicate = TokenAuth::Parse("a alice\na bob\n");
+  EXPECT_EQ(duplicate.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(TokenAuth::Parse("# nothing\n").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TokenAuthTest, TenantsGetDistinctNonEmptySalts) {
+  EXPECT_NE(TokenAuth::CacheSaltFor("alice"), TokenAuth::CacheSaltFor("bob"));
+  EXPECT_FALSE(TokenAuth::CacheSaltFor("alice").empty());
+  EXPECT_EQ(TokenAuth::CacheSaltFor("alice"), TokenAuth::CacheSaltFor("alice"));
+}
+
+}  // namespace
+}  // namespace kvserve

@@ -1,0 +1,15 @@
+# Tests of kvserve_engine (worker/engine.cmake). unit: the fake runner, no weights; integration:
+# the real default model (model/default_model.h; scripts/setup.sh fetches it).
+kvserve_add_test(NAME stop_checker_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/stop_checker_test.cc
+                 LIBS kvserve_engine LABELS unit)
+kvserve_add_test(NAME choice_state_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/choice_state_test.cc
+                 LIBS kvserve_engine LABELS unit)
+kvserve_add_test(NAME scheduler_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/scheduler_test.cc
+                 LIBS kvserve_engine LABELS unit)
+kvserve_add_test(NAME llama_model_runner_test
+                 SOURCES ${CMAKE_CURRENT_LIST_DIR}/llama_model_runner_test.cc
+                 LIBS kvserve_engine LABELS unit)
+kvserve_add_test(NAME engine_api_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_api_test.cc
+                 LIBS kvserve_engine LABELS unit)
+kvserve_add_test(NAME engine_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_test.cc
+                 LIBS kvserve_engine LABELS integration TIMEOUT 900)

@@ -1,0 +1,358 @@
+// Request validation at the API boundary: every bad input gives its status code and a message
+// that starts with the field path (request_validation.h, raw_message.h), and good input passes.
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/raw_message.h"
+#include "worker/request_validation.h"
+#include "worker/worker_options.h"
+
+namespace kvserve {
+namespace {
+
+namespace v1 = ::kvserve::v1;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+ServingLimits TestLimits() {
+  ServingLimits limits;
+  limits.model_name = "test-model";
+  limits.vocab_size = 1000;
+  limits.context_length = 256;
+  limits.max_prompt_tokens = 255;
+  limits.max_tokens = 255;
+  limits.max_n = 4;
+  limits.max_logprobs = 5;
+  limits.max_stop_strings = 2;
+  limits.max_stop_string_bytes = 8;
+  limits.chat_supported = true;
+  limits.kv_block_size = 16;
+  limits.kv_total_blocks = 32;  // 512 tokens
+  return limits;
+}
+
+v1::GenerateRequest PromptRequest(const std::string& prompt) {
+  v1::GenerateRequest request;
+  request.set_prompt(prompt);
+  return request;
+}
+
+// Asserts the code and that the message starts with `field` + ": ".
+void ExpectError(const absl::Status& status, absl::StatusCode code, const std::string& field) {
+  EXPECT_EQ(status.code(), code) << status;
+  EXPECT_THAT(std::string(status.message()), StartsWith(field + ": ")) << status;
+}
+
+TEST(ValidateGenerateRequest, AcceptsEachInputKind) {
+  const ServingLimits limits = TestLimits();
+  EXPECT_TRUE(ValidateGenerateRequest(PromptRequest("hello"), limits).ok());
+  v1::GenerateRequest ids;
+  ids.mutable_prompt_token_ids()->add_ids(5);
+  EXPECT_TRUE(ValidateGenerateRequest(ids, limits).ok());
+  v1::GenerateRequest chat;
+  v1::ChatMessage* message = chat.mutable_chat()->add_messages();
+  message->set_role("user");
+  message->set_content("hi");
+  EXPECT_TRUE(ValidateGenerateRequest(chat, limits).ok());
+}
+
+TEST(ValidateGenerateRequest, RefusesMissingOrEmptyInput) {
+  const ServingLimits limits = TestLimits();
+  ExpectError(ValidateGenerateRequest(v1::GenerateRequest(), limits),
+              absl::StatusCode::kInvalidArgument, "input");
+  ExpectError(ValidateGenerateRequest(PromptRequest(""), limits),
+              absl::StatusCode::kInvalidArgument, "prompt");
+  v1::GenerateRequest ids;
+  ids.mutable_prompt_token_ids();
+  ExpectError(ValidateGenerateRequest(ids, limits), absl::StatusCode::kInvalidArgument,
+              "prompt_token_ids.ids");
+  v1::GenerateRequest chat;
+  chat.mutable_chat();
+  ExpectError(ValidateGenerateRequest(chat, limits), absl::StatusCode::kInvalidArgument,
+              "chat.messages");
+}
+
+TEST(ValidateGenerateRequest, RefusesBadChatRoleAndChatWithoutTemplate) {
+  ServingLimits limits = TestLimits();
+  v1::GenerateRequest chat;
+  chat.mutable_chat()->add_messages()->set_role("user");
+  chat.mutable_chat()->add_messages()->set_role("wizard");
+  const absl::Status status = ValidateGenerateRequest(chat, limits);
+  ExpectError(status, absl::StatusCode::kInvalidArgument, "chat.messages[1].role");
+  EXPECT_THAT(std::string(status.message()), HasSubstr("wizard"));
+  limits.chat_supported = false;
+  chat.mutable_chat()->mutable_messages(1)->set_role("assistant");
+  ExpectError(ValidateGenerateRequest(chat, limits), absl::StatusCode::kInvalidArgument, "chat");
+}
+
+TEST(ValidateGenerateRequest, RefusesInvalidUtf8InEveryTextField) {
+  const ServingLimits limits = TestLimits();
+  const std::string bad = "ok \xC3\x28 then";  // 0xC3 needs a continuation byte
+  ExpectError(ValidateGenerateRequest(PromptRequest(bad), limits),
+              absl::StatusCode::kInvalidArgument, "prompt");
+  v1::GenerateRequest chat;
+  v1::ChatMessage* message = chat.mutable_chat()->add_messages();
+  message->set_role("user");
+  message->set_content(bad);
+  ExpectError(ValidateGenerateRequest(chat, limits), absl::StatusCode::kInvalidArgument,
+              "chat.messages[0].content");
+  v1::GenerateRequest stop = PromptRequest("x");
+  stop.mutable_sampling()->add_stop("\xFF");
+  ExpectError(ValidateGenerateRequest(stop, limits), absl::StatusCode::kInvalidArgument,
+              "sampling.stop[0]");
+}
+
+TEST(ValidateGenerateRequest, RefusesOtherModelWithNotFound) {
+  v1::GenerateRequest request = PromptRequest("x");
+  request.set_model("other");
+  ExpectError(ValidateGenerateRequest(request, TestLimits()), absl::StatusCode::kNotFound, "model");
+  request.set_model("test-model");
+  EXPECT_TRUE(ValidateGenerateRequest(request, TestLimits()).ok());
+}
+
+TEST(ValidateGenerateRequest, RefusesBadRequestIdAndPriority) {
+  v1::GenerateRequest request = PromptRequest("x");
+  request.set_request_id("has space");
+  ExpectError(ValidateGenerateRequest(request, TestLimits()), absl::StatusCode::kInvalidArgument,
+              "request_id");
+  request.set_request_id(std::string(129, 'a'));
+  ExpectError(ValidateGenerateRequest(request, TestLimits()), absl::StatusCode::kInvalidArgument,
+              "request_id");
+  request.set_request_id("ok-1.2:3_4");
+  request.set_priority(101);
+  ExpectError(ValidateGenerateRequest(request, TestLimits()), absl::StatusCode::kInvalidArgument,
+              "priority");
+}
+
+struct BadSampling {
+  const char* name;
+  void (*set)(v1::SamplingParams*);
+  const char* field;
+};
+
+class ValidateSamplingBad : public ::testing::TestWithParam<BadSampling> {};
+
+TEST_P(ValidateSamplingBad, RefusedWithFieldNamed) {
+  v1::GenerateRequest request = PromptRequest("x");
+  GetParam().set(request.mutable_sampling());
+  ExpectError(ValidateGenerateRequest(request, TestLimits()), absl::StatusCode::kInvalidArgument,
+              GetParam().field);
+}
+
+const float kNan = std::numeric_limits<float>::quiet_NaN();
+const float kInf = std::numeric_limits<float>::infinity();
+
+INSTANTIATE_TEST_SUITE_P(
+    AllFields, ValidateSamplingBad,
+    ::testing::Values(
+        BadSampling{"NegativeTemperature", [](v1::SamplingParams* s) { s->set_temperature(-0.1f); },
+                    "sampling.temperature"},
+        BadSampling{"NanTemperature", [](v1::SamplingParams* s) { s->set_temperature(kNan); },
+                    "sampling.temperature"},
+        BadSampling{"InfTemperature", [](v1::SamplingParams* s) { s->set_temperature(kInf); },
+                    "sampling.temperature"},
+        BadSampling{"NegativeTopK", [](v1::SamplingParams* s) { s->set_top_k(-1); },
+                    "sampling.top_k"},
+        BadSampling{"ZeroTopP", [](v1::SamplingParams* s) { s->set_top_p(0.0f); },
+                    "sampling.top_p"},
+        BadSampling{"TopPAboveOne", [](v1::SamplingParams* s) { s->set_top_p(1.5f); },
+                    "sampling.top_p"},
+        BadSampling{"NanTopP", [](v1::SamplingParams* s) { s->set_top_p(kNan); }, "sampling.top_p"},
+        BadSampling{"MinPAboveOne", [](v1::SamplingParams* s) { s->set_min_p(2.0f); },
+                    "sampling.min_p"},
+        BadSampling{"ZeroRepetitionPenalty",
+                    [](v1::SamplingParams* s) { s->set_repetition_penalty(0.0f); },
+                    "sampling.repetition_penalty"},
+        BadSampling{"PresencePenaltyTooLarge",
+                    [](v1::SamplingParams* s) { s->set_presence_penalty(2.5f); },
+                    "sampling.presence_penalty"},
+        BadSampling{"FrequencyPenaltyNan",
+                    [](v1::SamplingParams* s) { s->set_frequency_penalty(kNan); },
+                    "sampling.frequency_penalty"},
+        BadSampling{"NegativeMaxTokens", [](v1::SamplingParams* s) { s->set_max_tokens(-1); },
+                    "sampling.max_tokens"},
+        BadSampling{"MaxTokensBeyondContext", [](v1::SamplingParams* s) { s->set_max_tokens(256); },
+                    "sampling.max_tokens"},
+        BadSampling{"TooManyStopStrings",
+                    [](v1::SamplingParams* s) {
+                      for (int i = 0; i < 3; ++i) s->add_stop("s");
+                    },
+                    "sampling.stop"},
+        BadSampling{"EmptyStopString", [](v1::SamplingParams* s) { s->add_stop(""); },
+                    "sampling.stop[0]"},
+        BadSampling{"StopStringTooLong",
+                    [](v1::SamplingParams* s) {
+                      s->add_stop("ok");
+                      s->add_stop("123456789");
+                    },
+                    "sampling.stop[1]"},
+        BadSampling{"StopTokenOutOfVocab",
+                    [](v1::SamplingParams* s) { s->add_stop_token_ids(1000); },
+                    "sampling.stop_token_ids[0]"},
+        BadSampling{"NegativeLogprobs", [](v1::SamplingParams* s) { s->set_logprobs(-1); },
+                    "sampling.logprobs"},
+        BadSampling{"TooManyLogprobs", [](v1::SamplingParams* s) { s->set_logprobs(6); },
+                    "sampling.logprobs"},
+        BadSampling{"NegativeN", [](v1::SamplingParams* s) { s->set_n(-1); }, "sampling.n"},
+        BadSampling{"NTooLarge", [](v1::SamplingParams* s) { s->set_n(5); }, "sampling.n"}),
+    [](const ::testing::TestParamInfo<BadSampling>& info) { return info.param.name; });
+
+TEST(ValidateSamplingParams, AcceptsBoundaryValues) {
+  v1::SamplingParams sampling;
+  sampling.set_temperature(0.0f);
+  sampling.set_top_p(1.0f);
+  sampling.set_min_p(1.0f);
+  sampling.set_presence_penalty(-2.0f);
+  sampling.set_frequency_penalty(2.0f);
+  sampling.set_max_tokens(255);
+  sampling.set_logprobs(0);
+  sampling.set_n(4);
+  sampling.add_stop("12345678");
+  sampling.add_stop_token_ids(999);
+  EXPECT_TRUE(ValidateSamplingParams(sampling, TestLimits(), "sampling").ok());
+}
+
+TEST(ValidatePromptTokens, RefusesEmptyUnknownIdAndTooLong) {
+  const ServingLimits limits = TestLimits();
+  ExpectError(ValidatePromptTokens({}, limits, "prompt_token_ids.ids"),
+              absl::StatusCode::kInvalidArgument, "input");
+  const std::vector<int32_t> unknown = {1, 2, 1000};
+  const absl::Status status = ValidatePromptTokens(unknown, limits, "prompt_token_ids.ids");
+  ExpectError(status, absl::StatusCode::kInvalidArgument, "prompt_token_ids.ids[2]");
+  EXPECT_THAT(std::string(status.message()), HasSubstr("1000"));
+  ExpectError(ValidatePromptTokens(std::vector<int32_t>{-1}, limits, "ids"),
+              absl::StatusCode::kInvalidArgument, "ids[0]");
+  const std::vector<int32_t> too_long(256, 7);
+  ExpectError(ValidatePromptTokens(too_long, limits, "ids"), absl::StatusCode::kInvalidArgument,
+              "input");
+  EXPECT_TRUE(ValidatePromptTokens(std::vector<int32_t>(255, 7), limits, "ids").ok());
+}
+
+TEST(ValidateKvFit, RefusesRequestThatCouldNeverFitThePool) {
+  const ServingLimits limits = TestLimits();             // 32 blocks of 16 tokens
+  EXPECT_TRUE(ValidateKvFit(100, 150, 1, limits).ok());  // 250 tokens: 16 blocks
+  // 4 choices of 150 tokens after 100 prompt tokens: 6 shared + 4 * 10 blocks > 32.
+  const absl::Status status = ValidateKvFit(100, 150, 4, limits);
+  ExpectError(status, absl::StatusCode::kResourceExhausted, "sampling.max_tokens");
+  EXPECT_THAT(std::string(status.message()), HasSubstr("46 KV blocks"));
+  // max_tokens 0 means to the end of the 256-token context: 16 blocks, fits.
+  EXPECT_TRUE(ValidateKvFit(100, 0, 1, limits).ok());
+}
+
+TEST(ValidateTokenizeRequest, RefusesMissingInputAndBadUtf8) {
+  ExpectError(ValidateTokenizeRequest(v1::TokenizeRequest(), TestLimits()),
+              absl::StatusCode::kInvalidArgument, "input");
+  v1::TokenizeRequest request;
+  request.set_prompt("\xE2\x82");  // truncated 3-byte sequence
+  ExpectError(ValidateTokenizeRequest(request, TestLimits()), absl::StatusCode::kInvalidArgument,
+              "prompt");
+  request.set_prompt("");  // empty text tokenizes to nothing; allowed
+  EXPECT_TRUE(ValidateTokenizeRequest(request, TestLimits()).ok());
+}
+
+TEST(ValidateWorkerGenerateRequest, RefusesBadChoicesAndIds) {
+  v1::WorkerGenerateRequest request;
+  request.set_request_id("r1");
+  request.add_prompt_token_ids(3);
+  request.mutable_sampling()->set_n(2);
+  request.add_choices()->set_index(0);
+  EXPECT_TRUE(ValidateWorkerGenerateRequest(request, TestLimits()).ok());
+  request.add_choices()->set_index(0);
+  ExpectError(ValidateWorkerGenerateRequest(request, TestLimits()),
+              absl::StatusCode::kInvalidArgument, "choices[1].index");
+  request.mutable_choices(1)->set_index(2);
+  ExpectError(ValidateWorkerGenerateRequest(request, TestLimits()),
+              absl::StatusCode::kInvalidArgument, "choices[1].index");
+  request.mutable_choices(1)->set_index(1);
+  request.mutable_choices(1)->add_generated_token_ids(5000);
+  ExpectError(ValidateWorkerGenerateRequest(request, TestLimits()),
+              absl::StatusCode::kInvalidArgument, "choices[1].generated_token_ids[0]");
+  request.clear_choices();
+  ExpectError(ValidateWorkerGenerateRequest(request, TestLimits()),
+              absl::StatusCode::kInvalidArgument, "choices");
+  request.add_choices()->set_index(0);
+  request.clear_request_id();
+  ExpectError(ValidateWorkerGenerateRequest(request, TestLimits()),
+              absl::StatusCode::kInvalidArgument, "request_id");
+}
+
+TEST(IsValidUtf8, AcceptsWellFormedAndRefusesIllFormed) {
+  EXPECT_TRUE(IsValidUtf8(""));
+  EXPECT_TRUE(IsValidUtf8("plain ascii"));
+  EXPECT_TRUE(IsValidUtf8("\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80"));  // é € 😀
+  EXPECT_FALSE(IsValidUtf8("\xC0\xAF"));                             // overlong '/'
+  EXPECT_FALSE(IsValidUtf8("\xED\xA0\x80"));                         // surrogate U+D800
+  EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));                     // past U+10FFFF
+  EXPECT_FALSE(IsValidUtf8("\x80"));                                 // lone continuation byte
+  EXPECT_FALSE(IsValidUtf8("\xF0\x9F\x98"));                         // truncated
+}
+
+TEST(ParseRequest, NamesTheFieldWithInvalidUtf8InRawBytes) {
+  // protobuf refuses to parse a proto3 string with invalid UTF-8; ParseRequest finds which.
+  v1::GenerateRequest request;
+  v1::ChatMessage* first = request.mutable_chat()->add_messages();
+  first->set_role("system");
+  first->set_content("fine");
+  v1::ChatMessage* second = request.mutable_chat()->add_messages();
+  second->set_role("user");
+  second->set_content("PLACEHOLDER");
+  std::string bytes = request.SerializeAsString();
+  bytes.replace(bytes.find("PLACEHOLDER"), 11, "bad\xFF\xFE bytes");
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer buffer(&slice, 1);
+  v1::GenerateRequest parsed;
+  ExpectError(ParseRequest(buffer, &parsed), absl::StatusCode::kInvalidArgument,
+              "chat.messages[1].content");
+
+  grpc::ByteBuffer good = ToByteBuffer(request);
+  ASSERT_TRUE(ParseRequest(good, &parsed).ok());
+  EXPECT_EQ(parsed.chat().messages(1).content(), "PLACEHOLDER");
+
+  grpc::Slice garbage(std::string("\xFF\xFF\xFF"));
+  ExpectError(ParseRequest(grpc::ByteBuffer(&garbage, 1), &parsed),
+              absl::StatusCode::kInvalidArgument, "request");
+}
+
+TEST(WorkerOptions, DefaultsAreValidAndEveryBadFlagIsNamed) {
+  EXPECT_FALSE(WorkerOptions().Validate().ok());  // no model
+  WorkerOptions good;
+  good.model = "synthetic:tiny";
+  ASSERT_TRUE(good.Validate().ok());
+  struct Case {
+    void (*set)(WorkerOptions*);
+    const char* flag;
+  };
+  const Case cases[] = {
+      {[](WorkerOptions* o) { o->block_size = 12; }, "--block_size"},
+      {[](WorkerOptions* o) { o->kv_memory_bytes = 0; }, "--kv_memory_bytes"},
+      {[](WorkerOptions* o) { o->max_num_seqs = 0; }, "--max_num_seqs"},
+      {[](WorkerOptions* o) { o->max_num_batched_tokens = 8; }, "--max_num_batched_tokens"},
+      {[](WorkerOptions* o) { o->listen = "nohostport"; }, "--listen"},
+      {[](WorkerOptions* o) { o->listen = "127.0.0.1:70000"; }, "--listen"},
+      {[](WorkerOptions* o) { o->metrics_listen = "127.0.0.1:x"; }, "--metrics_listen"},
+      {[](WorkerOptions* o) { o->tls_cert = "cert.pem"; }, "--tls_key"},
+      {[](WorkerOptions* o) { o->tls_ca = "ca.pem"; }, "--tls_ca"},
+      {[](WorkerOptions* o) { o->drain_timeout_s = -1; }, "--drain_timeout_s"},
+      {[](WorkerOptions* o) { o->worker_id = std::string(200, 'w'); }, "--worker_id"},
+  };
+  for (const Case& c : cases) {
+    WorkerOptions options = good;
+    c.set(&options);
+    ExpectError(options.Validate(), absl::StatusCode::kInvalidArgument, c.flag);
+  }
+}
+
+TEST(WorkerOptions, UnreadableTlsFileIsNamed) {
+  WorkerOptions options;
+  options.model = "synthetic:tiny";
+  options.tls_cert = "/nonexistent/cert.pem";
+  options.tls_key = "/nonexistent/key.pem";
+  ASSERT_TRUE(options.Validate().ok());
+  ExpectError(LoadTlsFiles(options).status(), absl::StatusCode::kInvalidArgument, "--tls_cert");
+}
+
+}  // namespace
+}  // namespace kvserve

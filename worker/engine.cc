@@ -1,0 +1,223 @@
+#include "worker/engine.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "worker/condition_wait.h"
+
+namespace kvserve {
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options,
+                                                       std::unique_ptr<ModelRunner> runner,
+                                                       const Tokenizer* tokenizer,
+                                                       EngineObserver* observer) {
+  absl::StatusOr<std::unique_ptr<EngineCore>> core =
+      EngineCore::Create(options, std::move(runner), tokenizer, observer);
+  if (!core.ok()) return core.status();
+  return std::unique_ptr<Engine>(new Engine(options, *std::move(core)));
+}
+
+Engine::Engine(const EngineOptions& options, std::unique_ptr<EngineCore> core)
+    : options_(options), core_(std::move(core)) {
+  stats_ = core_->Stats();
+}
+
+Engine::~Engine() { Shutdown(); }
+
+absl::Status Engine::Start() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (started_) return absl::FailedPreconditionError("engine already started");
+  if (stopping_) return absl::FailedPreconditionError("engine was shut down");
+  started_ = true;
+  thread_ = std::thread([this] { Loop(); });
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(EngineRequest request) {
+  // ValidateRequest reads only state fixed at construction, so it runs on the caller's thread.
+  if (absl::Status status = core_->ValidateRequest(request); !status.ok()) return status;
+  // Building the request state (a migrated choice replays its text) also needs no lock.
+  const std::string request_id = request.request_id;
+  auto stream = std::make_shared<RequestStream>(request_id);
+  std::unique_ptr<RequestState> state = core_->MakeRequest(std::move(request), stream, absl::Now());
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!started_) return absl::UnavailableError("engine not started");
+  if (stopping_ || failed_) return absl::UnavailableError("engine is shut down");
+  if (!accepting_) return absl::UnavailableError("engine is draining");
+  if (auto it = live_.find(request_id); it != live_.end()) {
+    // A closed stream's request is over; the engine thread forgets it after its step.
+    if (it->second->closed()) {
+      live_.erase(it);
+    } else {
+      return absl::AlreadyExistsError(absl::StrCat("request_id: ", request_id, " is already live"));
+    }
+  }
+  if (stats_.waiting_requests + queued_requests_ >= options_.max_waiting_requests) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("waiting queue is full (", options_.max_waiting_requests, " requests)"));
+  }
+  live_[request_id] = stream;
+  inbox_.requests.push_back(std::move(state));
+  ++queued_requests_;
+  work_cv_.notify_one();
+  return stream;
+}
+
+absl::Status Engine::Abort(std::string_view request_id_view) {
+  const std::string request_id(request_id_view);
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = live_.find(request_id);
+  if (it == live_.end() || it->second->closed()) {
+    return absl::NotFoundError(absl::StrCat("request_id: no live request ", request_id));
+  }
+  inbox_.aborts.emplace_back(request_id);
+  work_cv_.notify_one();
+  return absl::OkStatus();
+}
+
+EngineStats Engine::Stats() const {
+  std::unique_lock<std::mutex> lock(mu_);
+  return stats_;
+}
+
+std::shared_ptr<StatusSubscription> Engine::SubscribeStatus() {
+  auto subscription = std::make_shared<StatusSubscription>();
+  std::unique_lock<std::mutex> lock(mu_);
+  if (stopping_) {
+    subscription->Close();
+  } else {
+    inbox_.subscriptions.push_back(subscription);
+    work_cv_.notify_one();
+  }
+  return subscription;
+}
+
+void Engine::StopAccepting() {
+  std::unique_lock<std::mutex> lock(mu_);
+  accepting_ = false;
+  stats_.draining = true;
+  wake_ = true;
+  work_cv_.notify_one();
+}
+
+bool Engine::WaitIdle(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return WaitWithTimeout(idle_cv_, lock, timeout, [this] { return live_.empty(); });
+}
+
+void Engine::Shutdown() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (stopping_ && !thread_.joinable()) return;
+    stopping_ = true;
+    accepting_ = false;
+    work_cv_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+  // The engine thread is gone: this thread owns the core now.
+  Inbox inbox;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    std::swap(inbox, inbox_);
+  }
+  const absl::Status unavailable = absl::UnavailableError("engine shut down");
+  for (auto& request : inbox.requests) request->stream->Close(unavailable);
+  for (auto& subscription : inbox.subscriptions) subscription->Close();
+  core_->AbortAll(unavailable);
+  for (auto& subscription : subscriptions_) subscription->Close();
+  subscriptions_.clear();
+  std::unique_lock<std::mutex> lock(mu_);
+  live_.clear();
+  idle_cv_.notify_all();
+  stats_ = core_->Stats();
+  stats_.draining = true;
+}
+
+int32_t Engine::num_kv_blocks() const { return core_->num_kv_blocks(); }
+int32_t Engine::max_context_len() const { return core_->max_context_len(); }
+int32_t Engine::vocab_size() const { return core_->vocab_size(); }
+const std::vector<int32_t>& Engine::eos_token_ids() const { return core_->eos_token_ids(); }
+
+void Engine::Loop() {
+  while (true) {
+    Inbox inbox;
+    bool draining = false;
+    int32_t num_taken = 0;
+    const bool busy = core_->has_work();
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [this, busy] {
+        return busy || stopping_ || wake_ || !inbox_.requests.empty() || !inbox_.aborts.empty() ||
+               !inbox_.subscriptions.empty();
+      });
+      if (stopping_) return;
+      std::swap(inbox, inbox_);
+      wake_ = false;
+      draining = !accepting_;
+      num_taken = static_cast<int32_t>(inbox.requests.size());
+    }
+    for (auto& request : inbox.requests) {
+      std::shared_ptr<RequestStream> stream = request->stream;
+      if (failed_engine_) {
+        stream->Close(absl::UnavailableError("engine failed"));
+      } else if (absl::Status status = core_->AddRequest(std::move(request)); !status.ok()) {
+        stream->Close(status);
+      }
+    }
+    for (const std::string& id : inbox.aborts) {
+      core_->AbortRequest(id, absl::CancelledError("request aborted")).IgnoreError();
+    }
+    for (auto& subscription : inbox.subscriptions) subscriptions_.push_back(subscription);
+
+    if (!failed_engine_) {
+      if (absl::Status status = core_->Step(); !status.ok()) {
+        failed_engine_ = true;
+        core_->AbortAll(absl::UnavailableError(absl::StrCat("engine failed: ", status.message())));
+      }
+    }
+    const EngineStats stats = [&] {
+      EngineStats s = core_->Stats();
+      s.draining = draining;
+      return s;
+    }();
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      stats_ = stats;
+      // The taken requests now count in stats_.waiting_requests (or already ran).
+      queued_requests_ -= num_taken;
+      failed_ = failed_engine_;
+      // Forget finished requests (their streams are closed).
+      for (auto it = live_.begin(); it != live_.end();) {
+        auto current = it++;
+        if (current->second->closed()) live_.erase(current);
+      }
+      if (live_.empty()) idle_cv_.notify_all();
+    }
+    PublishStatus(stats);
+  }
+}
+
+void Engine::PublishStatus(const EngineStats& stats) {
+  KvEventBatch batch;
+  core_->manager().DrainEvents(&batch);
+  std::vector<KvEventBatch> batches;
+  if (!batch.events.empty()) batches.push_back(std::move(batch));
+  for (auto it = subscriptions_.begin(); it != subscriptions_.end();) {
+    StatusSubscription& subscription = **it;
+    if (subscription.closed()) {
+      it = subscriptions_.erase(it);
+      continue;
+    }
+    bool published = false;
+    if (!subscription.needs_snapshot()) {
+      published = subscription.Publish(std::nullopt, batches, stats, stats.draining);
+    }
+    if (!published) {
+      // First update, or the consumer fell behind: a snapshot as of the batch just drained.
+      subscription.Publish(core_->manager().Snapshot(), {}, stats, stats.draining);
+    }
+    ++it;
+  }
+}
+
+}  // namespace kvserve

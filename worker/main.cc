@@ -1,0 +1,117 @@
+// kvserve-worker: serves one model over gRPC (kvserve.v1.Generation and kvserve.v1.Worker,
+// grpc.health.v1, reflection) with Prometheus metrics on a second port.
+//
+//   kvserve-worker --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0
+//
+// Prints "kvserve-worker grpc_port=N", "kvserve-worker metrics_port=N" and then
+// "kvserve-worker ready" on stdout once serving (port 0 picks a free port). SIGTERM or SIGINT
+// drains (see worker_server.h) and exits 0.
+#include <signal.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "model/default_model.h"
+#include "model/tokenizer.h"
+#include "model/weights_loader.h"
+#include "worker/llama_model_runner.h"
+#include "worker/worker_options.h"
+#include "worker/worker_server.h"
+
+ABSL_FLAG(std::string, model, kvserve::DefaultModelPath(),
+          "GGUF file, Hugging Face directory, or synthetic:<preset>[:layers=N][:seed=S]");
+ABSL_FLAG(int32_t, block_size, 16, "Tokens per KV cache block");
+ABSL_FLAG(int64_t, kv_memory_bytes, 256ll << 20, "Memory budget of the KV cache pool");
+ABSL_FLAG(int32_t, max_num_seqs, 64, "Sequences running at once");
+ABSL_FLAG(int32_t, max_num_batched_tokens, 512, "Tokens computed per engine step");
+ABSL_FLAG(std::string, listen, "127.0.0.1:50061", "gRPC host:port (port 0: any free port)");
+ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9461", "/metrics host:port (0: any free port)");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve TLS on --listen");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, tls_ca, "", "PEM CA: require client certificates signed by it (mTLS)");
+ABSL_FLAG(double, drain_timeout_s, 30.0, "On SIGTERM, seconds in-flight requests may take");
+ABSL_FLAG(std::string, worker_id, "", "Name in StreamStatus (default: the bound host:port)");
+ABSL_FLAG(int32_t, num_threads, 0, "CPU kernel threads (0: one per core)");
+
+namespace kvserve {
+namespace {
+
+int Fail(const absl::Status& status) {
+  std::cerr << "kvserve-worker: " << status << std::endl;
+  return 1;
+}
+
+int Run() {
+  WorkerOptions options;
+  options.model = absl::GetFlag(FLAGS_model);
+  options.block_size = absl::GetFlag(FLAGS_block_size);
+  options.kv_memory_bytes = absl::GetFlag(FLAGS_kv_memory_bytes);
+  options.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
+  options.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
+  options.listen = absl::GetFlag(FLAGS_listen);
+  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key = absl::GetFlag(FLAGS_tls_key);
+  options.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  options.drain_timeout_s = absl::GetFlag(FLAGS_drain_timeout_s);
+  options.worker_id = absl::GetFlag(FLAGS_worker_id);
+  const int32_t num_threads = absl::GetFlag(FLAGS_num_threads);
+  if (absl::Status s = options.Validate(); !s.ok()) return Fail(s);
+  if (num_threads < 0) {
+    return Fail(absl::InvalidArgumentError("--num_threads: must be >= 0"));
+  }
+
+  // Every thread started from here on inherits the blocked signals; main waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  absl::StatusOr<ModelWeights> weights = LoadWeights(options.model);
+  if (!weights.ok())
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--model: ", weights.status().ToString())));
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromModelPath(options.model);
+  if (!tokenizer.ok()) return Fail(tokenizer.status());
+  const ModelConfig config = weights->config;
+  auto shared_weights = std::make_shared<const ModelWeights>(*std::move(weights));
+  auto backend = std::make_shared<kernels::cpu::CpuBackend>(num_threads);
+  absl::StatusOr<std::unique_ptr<LlamaModelRunner>> runner =
+      LlamaModelRunner::Create(shared_weights, backend);
+  if (!runner.ok()) return Fail(runner.status());
+
+  absl::StatusOr<std::unique_ptr<WorkerServer>> server =
+      WorkerServer::Start(options, *std::move(runner), *std::move(tokenizer), config);
+  if (!server.ok()) return Fail(server.status());
+  std::cout << "kvserve-worker grpc_port=" << (*server)->grpc_port() << "\n"
+            << "kvserve-worker metrics_port=" << (*server)->metrics_port() << "\n"
+            << "kvserve-worker worker_id=" << (*server)->worker_id() << "\n"
+            << "kvserve-worker ready" << std::endl;
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  std::cout << "kvserve-worker draining (signal " << signal_number << ")" << std::endl;
+  const bool clean = (*server)->Drain(absl::Seconds(options.drain_timeout_s));
+  std::cout << "kvserve-worker stopped"
+            << (clean ? "" : " (drain timeout: unfinished requests ended with UNAVAILABLE)")
+            << std::endl;
+  server->reset();
+  return 0;
+}
+
+}  // namespace
+}  // namespace kvserve
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("Serves an LLM over gRPC (kvserve.v1) with Prometheus metrics.");
+  absl::ParseCommandLine(argc, argv);
+  return kvserve::Run();
+}

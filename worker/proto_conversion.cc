@@ -1,0 +1,145 @@
+#include "worker/proto_conversion.h"
+
+#include <algorithm>
+
+#include "absl/random/random.h"
+
+namespace kvserve {
+namespace {
+
+namespace v1 = ::kvserve::v1;
+
+void ToProto(const TokenLogprobOutput& token, v1::TokenLogprob* proto) {
+  proto->set_token_id(token.token_id);
+  proto->set_token_bytes(token.token_bytes);
+  proto->set_logprob(token.logprob);
+  proto->set_rank(token.rank);
+}
+
+void ToProto(BlockHash hash, v1::BlockHash* proto) {
+  proto->set_high(hash.high);
+  proto->set_low(hash.low);
+}
+
+}  // namespace
+
+int32_t ResolveN(const v1::SamplingParams& sampling) { return std::max(sampling.n(), 1); }
+
+SamplingOptions ResolveSampling(const v1::SamplingParams& sampling, const ServingLimits& limits) {
+  SamplingOptions options;
+  options.temperature = sampling.has_temperature() ? sampling.temperature() : 1.0f;
+  options.top_k = sampling.top_k();
+  options.top_p = sampling.has_top_p() ? sampling.top_p() : 1.0f;
+  options.min_p = sampling.min_p();
+  options.repetition_penalty =
+      sampling.has_repetition_penalty() ? sampling.repetition_penalty() : 1.0f;
+  options.presence_penalty = sampling.presence_penalty();
+  options.frequency_penalty = sampling.frequency_penalty();
+  if (sampling.has_seed()) {
+    options.seed = sampling.seed();
+  } else {
+    thread_local absl::BitGen bitgen;
+    options.seed = absl::Uniform<uint64_t>(bitgen);
+  }
+  options.max_tokens =
+      sampling.max_tokens() > 0 ? sampling.max_tokens() : limits.default_max_tokens;
+  options.stop.assign(sampling.stop().begin(), sampling.stop().end());
+  options.stop_token_ids.assign(sampling.stop_token_ids().begin(), sampling.stop_token_ids().end());
+  options.ignore_eos = sampling.ignore_eos();
+  options.include_stop_str_in_output = sampling.include_stop_str_in_output();
+  if (sampling.has_logprobs()) options.logprobs = sampling.logprobs();
+  options.detokenize_special_tokens = sampling.detokenize_special_tokens();
+  return options;
+}
+
+v1::FinishReason ToProto(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kNone:
+      return v1::FINISH_REASON_UNSPECIFIED;
+    case FinishReason::kStop:
+      return v1::FINISH_REASON_STOP;
+    case FinishReason::kStopString:
+      return v1::FINISH_REASON_STOP_STRING;
+    case FinishReason::kLength:
+      return v1::FINISH_REASON_LENGTH;
+    case FinishReason::kAbort:
+      return v1::FINISH_REASON_ABORT;
+  }
+  return v1::FINISH_REASON_UNSPECIFIED;
+}
+
+void ToProto(const EngineOutput& output, const std::string& request_id,
+             v1::GenerateResponse* response) {
+  response->set_request_id(request_id);
+  for (const ChoiceOutput& choice : output.choices) {
+    v1::ChoiceDelta* delta = response->add_choices();
+    delta->set_index(choice.index);
+    delta->mutable_token_ids()->Add(choice.token_ids.begin(), choice.token_ids.end());
+    delta->set_text(choice.text);
+    for (const PositionLogprobsOutput& position : choice.logprobs) {
+      v1::PositionLogprobs* proto = delta->add_logprobs();
+      ToProto(position.chosen, proto->mutable_chosen());
+      for (const TokenLogprobOutput& top : position.top) ToProto(top, proto->add_top());
+    }
+    delta->set_finish_reason(ToProto(choice.finish_reason));
+    if (choice.stop_string.has_value()) delta->set_stop_string(*choice.stop_string);
+    if (choice.stop_token_id.has_value()) delta->set_stop_token_id(*choice.stop_token_id);
+  }
+  if (output.usage.has_value()) {
+    v1::Usage* usage = response->mutable_usage();
+    usage->set_prompt_tokens(output.usage->prompt_tokens);
+    usage->set_completion_tokens(output.usage->completion_tokens);
+    usage->set_cached_prompt_tokens(output.usage->cached_prompt_tokens);
+  }
+}
+
+void ToProto(const EngineStats& stats, v1::Capacity* capacity) {
+  capacity->set_block_size(stats.block_size);
+  capacity->set_total_blocks(stats.total_blocks);
+  capacity->set_free_blocks(stats.free_blocks);
+  capacity->set_evictable_blocks(stats.evictable_blocks);
+  capacity->set_used_blocks(stats.used_blocks);
+  capacity->set_running_requests(stats.running_requests);
+  capacity->set_waiting_requests(stats.waiting_requests);
+}
+
+void ToProto(const KvEventBatch& batch, int32_t block_size, v1::KvEventBatch* proto) {
+  proto->set_sequence(batch.sequence_number);
+  v1::KvEvent* current = nullptr;
+  KvEventKind current_kind = KvEventKind::kStored;
+  for (const KvEvent& event : batch.events) {
+    if (current == nullptr || event.kind != current_kind) {
+      current = proto->add_events();
+      current_kind = event.kind;
+    }
+    if (event.kind == KvEventKind::kStored) {
+      v1::StoredBlock* block = current->mutable_stored()->add_blocks();
+      ToProto(event.hash, block->mutable_hash());
+      block->set_num_tokens(block_size);
+    } else {
+      ToProto(event.hash, current->mutable_removed()->add_hashes());
+    }
+  }
+}
+
+std::vector<v1::KvSnapshot> SnapshotParts(const KvSnapshot& snapshot, int32_t block_size,
+                                          int32_t max_blocks_per_part) {
+  std::vector<v1::KvSnapshot> parts;
+  const size_t per_part = static_cast<size_t>(std::max(max_blocks_per_part, 1));
+  size_t next = 0;
+  do {
+    v1::KvSnapshot& part = parts.emplace_back();
+    part.set_sequence(snapshot.sequence_number);
+    part.set_part_index(static_cast<int32_t>(parts.size() - 1));
+    const size_t end = std::min(snapshot.hashes.size(), next + per_part);
+    for (; next < end; ++next) {
+      v1::StoredBlock* block = part.add_blocks();
+      ToProto(snapshot.hashes[next], block->mutable_hash());
+      block->set_num_tokens(block_size);
+    }
+  } while (next < snapshot.hashes.size());
+  parts.back().set_last_part(true);
+  return parts;
+}
+
+}  // namespace kvserve

@@ -1,0 +1,53 @@
+// The one place where engine values and kvserve.v1 protos are converted, both directions:
+//   request side:  SamplingParams (validated, with its unset-means-default rules) ->
+//   SamplingOptions output side:   EngineOutput -> GenerateResponse, StatusUpdate -> WorkerStatus
+//   parts.
+// Defaults follow sampling.proto: temperature 1, top_p 1, repetition penalty 1, n 1, max_tokens
+// from the limits, a random seed when none was given.
+//
+// Thread-safety: pure functions (ResolveSampling draws a random seed when needed).
+#ifndef KVSERVE_WORKER_PROTO_CONVERSION_H_
+#define KVSERVE_WORKER_PROTO_CONVERSION_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kvcache/kv_events.h"
+#include "kvserve/v1/output.pb.h"
+#include "kvserve/v1/sampling.pb.h"
+#include "kvserve/v1/worker.pb.h"
+#include "worker/engine_output.h"
+#include "worker/engine_stats.h"
+#include "worker/request.h"
+#include "worker/request_validation.h"
+#include "worker/status_subscription.h"
+
+namespace kvserve {
+
+// REQUIRES: ValidateSamplingParams(sampling, limits, ...).ok()
+SamplingOptions ResolveSampling(const kvserve::v1::SamplingParams& sampling,
+                                const ServingLimits& limits);
+// SamplingParams.n with 0 read as 1.
+int32_t ResolveN(const kvserve::v1::SamplingParams& sampling);
+
+kvserve::v1::FinishReason ToProto(FinishReason reason);
+
+// One stream message; `request_id` is the client-visible id.
+void ToProto(const EngineOutput& output, const std::string& request_id,
+             kvserve::v1::GenerateResponse* response);
+
+// The capacity part of a WorkerStatus.
+void ToProto(const EngineStats& stats, kvserve::v1::Capacity* capacity);
+
+// Engine event batches as proto batches: consecutive events of one kind become one KvEvent.
+void ToProto(const KvEventBatch& batch, int32_t block_size, kvserve::v1::KvEventBatch* proto);
+
+// A snapshot split into parts of at most `max_blocks_per_part` blocks (at least one part, even
+// when empty), each ready to go into its own WorkerStatus.
+std::vector<kvserve::v1::KvSnapshot> SnapshotParts(const KvSnapshot& snapshot, int32_t block_size,
+                                                   int32_t max_blocks_per_part);
+
+}  // namespace kvserve
+
+#endif  // KVSERVE_WORKER_PROTO_CONVERSION_H_

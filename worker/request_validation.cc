@@ -1,0 +1,306 @@
+#include "worker/request_validation.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace kvserve {
+namespace {
+
+namespace v1 = ::kvserve::v1;
+
+absl::Status Invalid(absl::string_view path, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat(path, ": ", message));
+}
+
+std::string Field(absl::string_view path, absl::string_view field) {
+  return path.empty() ? std::string(field) : absl::StrCat(path, ".", field);
+}
+
+absl::Status CheckUtf8(absl::string_view path, absl::string_view text) {
+  if (IsValidUtf8(text)) return absl::OkStatus();
+  return Invalid(path, "must be valid UTF-8");
+}
+
+absl::Status CheckRequestId(absl::string_view request_id) {
+  if (request_id.size() > 128) {
+    return Invalid("request_id", absl::StrCat("at most 128 characters, got ", request_id.size()));
+  }
+  for (char c : request_id) {
+    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == ':' || c == '-';
+    if (!ok) return Invalid("request_id", "only characters from [A-Za-z0-9._:-] are allowed");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckModel(absl::string_view model, const ServingLimits& limits) {
+  if (model.empty() || model == limits.model_name) return absl::OkStatus();
+  return absl::NotFoundError(
+      absl::StrCat("model: '", model, "' is not served here (serving '", limits.model_name, "')"));
+}
+
+absl::Status CheckChat(const v1::ChatConversation& chat, const ServingLimits& limits) {
+  if (!limits.chat_supported) {
+    return Invalid("chat", "the served model has no chat template; send prompt or token ids");
+  }
+  if (chat.messages_size() == 0) return Invalid("chat.messages", "at least one message is needed");
+  if (chat.messages_size() > limits.max_chat_messages) {
+    return Invalid("chat.messages", absl::StrCat("at most ", limits.max_chat_messages,
+                                                 " messages, got ", chat.messages_size()));
+  }
+  for (int i = 0; i < chat.messages_size(); ++i) {
+    const v1::ChatMessage& message = chat.messages(i);
+    const std::string path = absl::StrCat("chat.messages[", i, "]");
+    const std::string& role = message.role();
+    if (role != "system" && role != "user" && role != "assistant") {
+      return Invalid(Field(path, "role"),
+                     absl::StrCat("must be system, user or assistant, got '",
+                                  IsValidUtf8(role) ? role : "<invalid UTF-8>", "'"));
+    }
+    if (absl::Status s = CheckUtf8(Field(path, "content"), message.content()); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+bool IsFinite(float value) { return std::isfinite(value); }
+
+}  // namespace
+
+bool IsValidUtf8(absl::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte < 0x80) {
+      ++i;
+      continue;
+    }
+    int length = 0;
+    uint32_t code_point = 0;
+    if ((byte & 0xE0) == 0xC0) {
+      length = 2;
+      code_point = byte & 0x1F;
+    } else if ((byte & 0xF0) == 0xE0) {
+      length = 3;
+      code_point = byte & 0x0F;
+    } else if ((byte & 0xF8) == 0xF0) {
+      length = 4;
+      code_point = byte & 0x07;
+    } else {
+      return false;
+    }
+    if (i + length > text.size()) return false;
+    for (int k = 1; k < length; ++k) {
+      const auto continuation = static_cast<unsigned char>(text[i + k]);
+      if ((continuation & 0xC0) != 0x80) return false;
+      code_point = (code_point << 6) | (continuation & 0x3F);
+    }
+    static constexpr uint32_t kMinForLength[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (code_point < kMinForLength[length] || code_point > 0x10FFFF ||
+        (code_point >= 0xD800 && code_point <= 0xDFFF)) {
+      return false;
+    }
+    i += length;
+  }
+  return true;
+}
+
+v1::GenerationLimits ToProtoLimits(const ServingLimits& limits) {
+  v1::GenerationLimits proto;
+  proto.set_max_prompt_tokens(limits.max_prompt_tokens);
+  proto.set_max_tokens(limits.max_tokens);
+  proto.set_default_max_tokens(limits.default_max_tokens);
+  proto.set_max_n(limits.max_n);
+  proto.set_max_logprobs(limits.max_logprobs);
+  proto.set_max_stop_strings(limits.max_stop_strings);
+  return proto;
+}
+
+absl::Status ValidateSamplingParams(const v1::SamplingParams& sampling, const ServingLimits& limits,
+                                    absl::string_view path) {
+  if (sampling.has_temperature() &&
+      (!IsFinite(sampling.temperature()) || sampling.temperature() < 0)) {
+    return Invalid(Field(path, "temperature"),
+                   absl::StrCat("must be finite and >= 0, got ", sampling.temperature()));
+  }
+  if (sampling.top_k() < 0) {
+    return Invalid(Field(path, "top_k"), absl::StrCat("must be >= 0, got ", sampling.top_k()));
+  }
+  if (sampling.has_top_p() &&
+      !(IsFinite(sampling.top_p()) && sampling.top_p() > 0 && sampling.top_p() <= 1)) {
+    return Invalid(Field(path, "top_p"), absl::StrCat("must be in (0, 1], got ", sampling.top_p()));
+  }
+  if (!(sampling.min_p() >= 0 && sampling.min_p() <= 1)) {
+    return Invalid(Field(path, "min_p"), absl::StrCat("must be in [0, 1], got ", sampling.min_p()));
+  }
+  if (sampling.has_repetition_penalty() &&
+      !(IsFinite(sampling.repetition_penalty()) && sampling.repetition_penalty() > 0)) {
+    return Invalid(Field(path, "repetition_penalty"),
+                   absl::StrCat("must be finite and > 0, got ", sampling.repetition_penalty()));
+  }
+  if (!(sampling.presence_penalty() >= -2 && sampling.presence_penalty() <= 2)) {
+    return Invalid(Field(path, "presence_penalty"),
+                   absl::StrCat("must be in [-2, 2], got ", sampling.presence_penalty()));
+  }
+  if (!(sampling.frequency_penalty() >= -2 && sampling.frequency_penalty() <= 2)) {
+    return Invalid(Field(path, "frequency_penalty"),
+                   absl::StrCat("must be in [-2, 2], got ", sampling.frequency_penalty()));
+  }
+  if (sampling.max_tokens() < 0 || sampling.max_tokens() > limits.max_tokens) {
+    return Invalid(Field(path, "max_tokens"),
+                   absl::StrCat("must be in [0, ", limits.max_tokens, "] (0: default), got ",
+                                sampling.max_tokens()));
+  }
+  if (sampling.stop_size() > limits.max_stop_strings) {
+    return Invalid(Field(path, "stop"), absl::StrCat("at most ", limits.max_stop_strings,
+                                                     " stop strings, got ", sampling.stop_size()));
+  }
+  for (int i = 0; i < sampling.stop_size(); ++i) {
+    const std::string field = absl::StrCat(Field(path, "stop"), "[", i, "]");
+    const std::string& stop = sampling.stop(i);
+    if (stop.empty()) return Invalid(field, "must not be empty");
+    if (static_cast<int64_t>(stop.size()) > limits.max_stop_string_bytes) {
+      return Invalid(field, absl::StrCat("at most ", limits.max_stop_string_bytes, " bytes, got ",
+                                         stop.size()));
+    }
+    if (absl::Status s = CheckUtf8(field, stop); !s.ok()) return s;
+  }
+  if (sampling.stop_token_ids_size() > limits.max_stop_token_ids) {
+    return Invalid(Field(path, "stop_token_ids"),
+                   absl::StrCat("at most ", limits.max_stop_token_ids, " ids, got ",
+                                sampling.stop_token_ids_size()));
+  }
+  for (int i = 0; i < sampling.stop_token_ids_size(); ++i) {
+    const int32_t id = sampling.stop_token_ids(i);
+    if (id < 0 || id >= limits.vocab_size) {
+      return Invalid(absl::StrCat(Field(path, "stop_token_ids"), "[", i, "]"),
+                     absl::StrCat("token id ", id, " is outside [0, ", limits.vocab_size, ")"));
+    }
+  }
+  if (sampling.has_logprobs() &&
+      (sampling.logprobs() < 0 || sampling.logprobs() > limits.max_logprobs)) {
+    return Invalid(Field(path, "logprobs"), absl::StrCat("must be in [0, ", limits.max_logprobs,
+                                                         "], got ", sampling.logprobs()));
+  }
+  if (sampling.n() < 0 || sampling.n() > limits.max_n) {
+    return Invalid(Field(path, "n"),
+                   absl::StrCat("must be in [1, ", limits.max_n, "] (0: 1), got ", sampling.n()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request,
+                                     const ServingLimits& limits) {
+  if (absl::Status s = CheckModel(request.model(), limits); !s.ok()) return s;
+  if (absl::Status s = CheckRequestId(request.request_id()); !s.ok()) return s;
+  switch (request.input_case()) {
+    case v1::GenerateRequest::kPrompt:
+      if (request.prompt().empty()) return Invalid("prompt", "must not be empty");
+      if (absl::Status s = CheckUtf8("prompt", request.prompt()); !s.ok()) return s;
+      break;
+    case v1::GenerateRequest::kPromptTokenIds:
+      if (request.prompt_token_ids().ids_size() == 0) {
+        return Invalid("prompt_token_ids.ids", "must not be empty");
+      }
+      break;
+    case v1::GenerateRequest::kChat:
+      if (absl::Status s = CheckChat(request.chat(), limits); !s.ok()) return s;
+      break;
+    case v1::GenerateRequest::INPUT_NOT_SET:
+      return Invalid("input", "exactly one of prompt, prompt_token_ids, chat is required");
+  }
+  if (request.priority() < -100 || request.priority() > 100) {
+    return Invalid("priority", absl::StrCat("must be in [-100, 100], got ", request.priority()));
+  }
+  return ValidateSamplingParams(request.sampling(), limits, "sampling");
+}
+
+absl::Status ValidateTokenizeRequest(const v1::TokenizeRequest& request,
+                                     const ServingLimits& limits) {
+  if (absl::Status s = CheckModel(request.model(), limits); !s.ok()) return s;
+  switch (request.input_case()) {
+    case v1::TokenizeRequest::kPrompt:
+      return CheckUtf8("prompt", request.prompt());
+    case v1::TokenizeRequest::kChat:
+      return CheckChat(request.chat(), limits);
+    case v1::TokenizeRequest::INPUT_NOT_SET:
+      break;
+  }
+  return Invalid("input", "exactly one of prompt, chat is required");
+}
+
+absl::Status ValidatePromptTokens(absl::Span<const int32_t> token_ids, const ServingLimits& limits,
+                                  absl::string_view path) {
+  if (token_ids.empty()) return Invalid("input", "the prompt has no tokens");
+  for (size_t i = 0; i < token_ids.size(); ++i) {
+    if (token_ids[i] < 0 || token_ids[i] >= limits.vocab_size) {
+      return Invalid(
+          absl::StrCat(path, "[", i, "]"),
+          absl::StrCat("token id ", token_ids[i], " is outside [0, ", limits.vocab_size, ")"));
+    }
+  }
+  if (static_cast<int64_t>(token_ids.size()) > limits.max_prompt_tokens) {
+    return Invalid("input", absl::StrCat("the prompt has ", token_ids.size(), " tokens, more than ",
+                                         "limits.max_prompt_tokens = ", limits.max_prompt_tokens));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateKvFit(int32_t num_prompt_tokens, int32_t max_tokens, int32_t n,
+                           const ServingLimits& limits) {
+  const int64_t block_size = limits.kv_block_size;
+  const int64_t output_tokens =
+      max_tokens > 0 ? std::min<int64_t>(max_tokens, limits.context_length - num_prompt_tokens)
+                     : limits.context_length - num_prompt_tokens;
+  const int64_t total_tokens = num_prompt_tokens + std::max<int64_t>(output_tokens, 1);
+  const int64_t shared_blocks = num_prompt_tokens / block_size;
+  const int64_t per_choice_blocks = (total_tokens + block_size - 1) / block_size - shared_blocks;
+  const int64_t needed = shared_blocks + std::max(n, 1) * per_choice_blocks;
+  if (needed <= limits.kv_total_blocks) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      absl::StrCat("sampling.max_tokens: the request needs ", needed, " KV blocks (",
+                   num_prompt_tokens, " prompt tokens, up to ", output_tokens,
+                   " output tokens x n = ", std::max(n, 1), ") but the worker's pool holds ",
+                   limits.kv_total_blocks, " blocks of ", block_size, " tokens"));
+}
+
+absl::Status ValidateWorkerGenerateRequest(const v1::WorkerGenerateRequest& request,
+                                           const ServingLimits& limits) {
+  if (request.request_id().empty()) return Invalid("request_id", "must not be empty");
+  if (absl::Status s = CheckRequestId(request.request_id()); !s.ok()) return s;
+  if (absl::Status s = ValidateSamplingParams(request.sampling(), limits, "sampling"); !s.ok()) {
+    return s;
+  }
+  if (request.prompt_token_ids_size() == 0) {
+    return Invalid("prompt_token_ids", "must not be empty");
+  }
+  if (request.choices_size() == 0) return Invalid("choices", "must not be empty");
+  const int32_t n = std::max(request.sampling().n(), 1);
+  std::vector<bool> seen(n, false);
+  for (int i = 0; i < request.choices_size(); ++i) {
+    const v1::WorkerChoice& choice = request.choices(i);
+    const std::string path = absl::StrCat("choices[", i, "]");
+    if (choice.index() < 0 || choice.index() >= n) {
+      return Invalid(Field(path, "index"),
+                     absl::StrCat("must be in [0, ", n, "), got ", choice.index()));
+    }
+    if (seen[choice.index()]) {
+      return Invalid(Field(path, "index"), absl::StrCat("duplicate index ", choice.index()));
+    }
+    seen[choice.index()] = true;
+    for (int k = 0; k < choice.generated_token_ids_size(); ++k) {
+      const int32_t id = choice.generated_token_ids(k);
+      if (id < 0 || id >= limits.vocab_size) {
+        return Invalid(absl::StrCat(path, ".generated_token_ids[", k, "]"),
+                       absl::StrCat("token id ", id, " is outside [0, ", limits.vocab_size, ")"));
+      }
+    }
+    if (choice.emitted_text_bytes() < 0) {
+      return Invalid(Field(path, "emitted_text_bytes"), "must be >= 0");
+    }
+  }
+  return ValidatePromptTokens(request.prompt_token_ids(), limits, "prompt_token_ids");
+}
+
+}  // namespace kvserve

@@ -1,0 +1,87 @@
+// Request validation at the API boundary: every check the kvserve.v1 protos promise, done on the
+// proto messages before anything reaches the engine, so a bad request fails fast with a status
+// whose message starts with the field path (the engine re-checks its own invariants).
+//
+//   INVALID_ARGUMENT    malformed input: "sampling.top_p: must be in (0, 1], got 0",
+//                       "prompt_token_ids.ids[3]: token id 70000 is outside [0, 49152)", ...
+//   RESOURCE_EXHAUSTED  a prompt over limits.max_prompt_tokens, or a request that could never
+//                       fit in the KV pool even alone.
+//   NOT_FOUND           `model` names a model this worker does not serve.
+//
+// Which checks run where:
+//   ValidateGenerateRequest / ValidateTokenizeRequest   the public request, before tokenizing;
+//   ValidatePromptTokens                               the token ids after tokenizing (or as
+//   given); ValidateKvFit                                      the resolved request against the
+//   pool; ValidateWorkerGenerateRequest                      the router's request (already
+//   tokenized).
+//
+// Thread-safety: pure functions of their arguments.
+#ifndef KVSERVE_WORKER_REQUEST_VALIDATION_H_
+#define KVSERVE_WORKER_REQUEST_VALIDATION_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "kvserve/v1/generation.pb.h"
+#include "kvserve/v1/sampling.pb.h"
+#include "kvserve/v1/worker.pb.h"
+
+namespace kvserve {
+
+// What the server accepts; the `limits` part is published as ModelInfo.limits.
+struct ServingLimits {
+  std::string model_name;  // ModelInfo.name; GenerateRequest.model must be empty or this
+  int32_t vocab_size = 0;
+  int32_t context_length = 0;      // prompt + output tokens of one choice at most
+  int32_t max_prompt_tokens = 0;   // <= context_length - 1
+  int32_t max_tokens = 0;          // SamplingParams.max_tokens at most
+  int32_t default_max_tokens = 0;  // for max_tokens 0; 0: to the end of the context
+  int32_t max_n = 8;
+  int32_t max_logprobs = 20;
+  int32_t max_stop_strings = 16;
+  int32_t max_stop_string_bytes = 256;
+  int32_t max_stop_token_ids = 64;
+  int32_t max_chat_messages = 256;
+  bool chat_supported = false;  // the model has a chat template we render
+  int32_t kv_block_size = 16;
+  int64_t kv_total_blocks = 0;  // usable blocks of the pool (null block excluded)
+};
+
+// The proto's limits message for ModelInfo.
+kvserve::v1::GenerationLimits ToProtoLimits(const ServingLimits& limits);
+
+// SamplingParams ranges and limits; messages start with `path` (e.g. "sampling").
+absl::Status ValidateSamplingParams(const kvserve::v1::SamplingParams& sampling,
+                                    const ServingLimits& limits, absl::string_view path);
+
+// Everything in a public GenerateRequest that can be checked before tokenizing: model, request
+// id, exactly one input, chat roles, UTF-8 of every string, priority, sampling.
+absl::Status ValidateGenerateRequest(const kvserve::v1::GenerateRequest& request,
+                                     const ServingLimits& limits);
+absl::Status ValidateTokenizeRequest(const kvserve::v1::TokenizeRequest& request,
+                                     const ServingLimits& limits);
+
+// The prompt as token ids: not empty (INVALID_ARGUMENT "input: ..."), every id in the vocabulary
+// (INVALID_ARGUMENT naming `path`[i]), at most max_prompt_tokens (RESOURCE_EXHAUSTED).
+absl::Status ValidatePromptTokens(absl::Span<const int32_t> token_ids, const ServingLimits& limits,
+                                  absl::string_view path);
+
+// The KV blocks one request needs when every choice runs to its end: the prompt's full blocks
+// once (choices share them), the rest once per choice. RESOURCE_EXHAUSTED when that exceeds the
+// pool, so it could never run even alone. max_tokens 0 means to the end of the context.
+absl::Status ValidateKvFit(int32_t num_prompt_tokens, int32_t max_tokens, int32_t n,
+                           const ServingLimits& limits);
+
+// The internal request (router -> worker): request id, prompt ids, choices, sampling.
+absl::Status ValidateWorkerGenerateRequest(const kvserve::v1::WorkerGenerateRequest& request,
+                                           const ServingLimits& limits);
+
+// True when `text` is well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF).
+bool IsValidUtf8(absl::string_view text);
+
+}  // namespace kvserve
+
+#endif  // KVSERVE_WORKER_REQUEST_VALIDATION_H_

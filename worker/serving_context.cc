@@ -1,0 +1,241 @@
+#include "worker/serving_context.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "worker/proto_conversion.h"
+
+namespace kvserve {
+namespace {
+
+namespace v1 = ::kvserve::v1;
+
+absl::Status Draining() {
+  return absl::UnavailableError("worker is draining: it accepts no new requests, retry elsewhere");
+}
+
+}  // namespace
+
+ServingContext::ServingContext(Engine* engine, const Tokenizer* tokenizer,
+                               const ModelConfig& config, std::string worker_id,
+                               WorkerMetrics* metrics)
+    : engine_(engine), tokenizer_(tokenizer), metrics_(metrics) {
+  if (tokenizer_ != nullptr && !tokenizer_->chat_template().empty()) {
+    absl::StatusOr<ChatTemplate> chat = ChatTemplate::FromJinja(tokenizer_->chat_template());
+    if (chat.ok()) chat_template_ = *std::move(chat);
+  }
+  const EngineOptions& options = engine_->options();
+  const int64_t pool_tokens = static_cast<int64_t>(engine_->num_kv_blocks()) * options.block_size;
+  limits_.model_name = config.name;
+  limits_.vocab_size = engine_->vocab_size();
+  limits_.context_length =
+      static_cast<int32_t>(std::min<int64_t>(engine_->max_context_len(), pool_tokens));
+  limits_.max_prompt_tokens = limits_.context_length - 1;
+  limits_.max_tokens = limits_.context_length - 1;
+  limits_.default_max_tokens = 0;
+  limits_.max_n = options.max_n;
+  limits_.max_logprobs = options.max_logprobs;
+  limits_.max_stop_strings = tokenizer_ != nullptr ? options.max_stop_strings : 0;
+  limits_.chat_supported = chat_template_.has_value();
+  limits_.kv_block_size = options.block_size;
+  limits_.kv_total_blocks = engine_->num_kv_blocks();
+
+  model_info_.set_name(config.name);
+  model_info_.set_architecture(config.architecture);
+  model_info_.set_vocab_size(limits_.vocab_size);
+  model_info_.set_context_length(limits_.context_length);
+  model_info_.set_kv_block_size(options.block_size);
+  for (int32_t eos : engine_->eos_token_ids()) model_info_.add_eos_token_ids(eos);
+  if (tokenizer_ != nullptr && tokenizer_->bos_id() >= 0) {
+    model_info_.set_bos_token_id(tokenizer_->bos_id());
+  }
+  if (chat_template_.has_value()) {
+    model_info_.set_chat_template_format(
+        chat_template_->format() == ChatFormat::kChatMl ? "chatml" : "llama3");
+  }
+  *model_info_.mutable_limits() = ToProtoLimits(limits_);
+
+  absl::MutexLock lock(&identity_mu_);
+  identity_.set_worker_id(std::move(worker_id));
+  identity_.set_model_name(config.name);
+  identity_.set_tensor_parallel_size(1);
+}
+
+void ServingContext::SetWorkerId(std::string worker_id) {
+  absl::MutexLock lock(&identity_mu_);
+  identity_.set_worker_id(std::move(worker_id));
+}
+
+v1::WorkerIdentity ServingContext::identity() const {
+  absl::MutexLock lock(&identity_mu_);
+  return identity_;
+}
+
+absl::Status ServingContext::Rejected(absl::Status status) {
+  if (metrics_ != nullptr) metrics_->RecordRejected(status.code());
+  return status;
+}
+
+void ServingContext::SetDraining() { draining_.store(true, std::memory_order_release); }
+
+void ServingContext::Abort(const std::string& engine_request_id) {
+  (void)engine_->Abort(engine_request_id);  // NOT_FOUND: it already ended, nothing to free
+}
+
+absl::StatusOr<ServingContext::RenderedPrompt> ServingContext::RenderText(
+    const std::string* prompt, const v1::ChatConversation* chat,
+    std::optional<bool> add_special_tokens, std::optional<bool> add_generation_prompt) const {
+  if (tokenizer_ == nullptr) {
+    return absl::InvalidArgumentError(
+        "input: the served model has no tokenizer; send prompt_token_ids");
+  }
+  RenderedPrompt rendered;
+  std::string text;
+  if (chat != nullptr) {
+    std::vector<ChatMessage> messages;
+    messages.reserve(chat->messages_size());
+    for (const v1::ChatMessage& message : chat->messages()) {
+      messages.push_back({message.role(), message.content()});
+    }
+    rendered.rendered_chat = chat_template_->Render(messages, add_generation_prompt.value_or(true));
+    text = rendered.rendered_chat;
+  }
+  const bool special = add_special_tokens.value_or(chat == nullptr);
+  const std::string& input = chat != nullptr ? text : *prompt;
+  rendered.token_ids = tokenizer_->Encode(input, special && tokenizer_->add_bos_by_default());
+  return rendered;
+}
+
+absl::StatusOr<StartedRequest> ServingContext::StartGenerate(const v1::GenerateRequest& request) {
+  if (draining()) return Rejected(Draining());
+  if (absl::Status s = ValidateGenerateRequest(request, limits_); !s.ok()) return Rejected(s);
+  EngineRequest engine_request;
+  if (request.has_prompt_token_ids()) {
+    engine_request.prompt_token_ids.assign(request.prompt_token_ids().ids().begin(),
+                                           request.prompt_token_ids().ids().end());
+  } else {
+    absl::StatusOr<RenderedPrompt> rendered = RenderText(
+        request.has_prompt() ? &request.prompt() : nullptr,
+        request.has_chat() ? &request.chat() : nullptr,
+        request.has_add_special_tokens() ? std::optional<bool>(request.add_special_tokens())
+                                         : std::nullopt,
+        request.has_add_generation_prompt() ? std::optional<bool>(request.add_generation_prompt())
+                                            : std::nullopt);
+    if (!rendered.ok()) return Rejected(rendered.status());
+    engine_request.prompt_token_ids = std::move(rendered->token_ids);
+  }
+  if (absl::Status s =
+          ValidatePromptTokens(engine_request.prompt_token_ids, limits_, "prompt_token_ids.ids");
+      !s.ok()) {
+    return Rejected(s);
+  }
+  engine_request.sampling = ResolveSampling(request.sampling(), limits_);
+  engine_request.n = ResolveN(request.sampling());
+  if (absl::Status s = ValidateKvFit(static_cast<int32_t>(engine_request.prompt_token_ids.size()),
+                                     engine_request.sampling.max_tokens, engine_request.n, limits_);
+      !s.ok()) {
+    return Rejected(s);
+  }
+  engine_request.priority = request.priority();
+  const uint64_t number = next_request_number_.fetch_add(1);
+  engine_request.request_id = absl::StrCat("g", number);
+  std::string client_id =
+      request.request_id().empty() ? absl::StrCat("req-", number) : request.request_id();
+  return Submit(std::move(engine_request), std::move(client_id));
+}
+
+absl::StatusOr<StartedRequest> ServingContext::StartWorkerGenerate(
+    const v1::WorkerGenerateRequest& request) {
+  if (draining()) return Rejected(Draining());
+  if (absl::Status s = ValidateWorkerGenerateRequest(request, limits_); !s.ok()) {
+    return Rejected(s);
+  }
+  EngineRequest engine_request;
+  engine_request.prompt_token_ids.assign(request.prompt_token_ids().begin(),
+                                         request.prompt_token_ids().end());
+  engine_request.cache_salt = request.cache_salt();
+  engine_request.sampling = ResolveSampling(request.sampling(), limits_);
+  engine_request.n = ResolveN(request.sampling());
+  for (const v1::WorkerChoice& choice : request.choices()) {
+    ChoiceStart& start = engine_request.choices.emplace_back();
+    start.index = choice.index();
+    start.generated_token_ids.assign(choice.generated_token_ids().begin(),
+                                     choice.generated_token_ids().end());
+    start.emitted_text_bytes = choice.emitted_text_bytes();
+  }
+  if (absl::Status s = ValidateKvFit(static_cast<int32_t>(engine_request.prompt_token_ids.size()),
+                                     engine_request.sampling.max_tokens, engine_request.n, limits_);
+      !s.ok()) {
+    return Rejected(s);
+  }
+  engine_request.request_id =
+      absl::StrCat("w", next_request_number_.fetch_add(1), ":", request.request_id());
+  return Submit(std::move(engine_request), request.request_id());
+}
+
+absl::StatusOr<StartedRequest> ServingContext::Submit(EngineRequest request,
+                                                      std::string client_request_id) {
+  StartedRequest started;
+  started.engine_request_id = request.request_id;
+  started.client_request_id = std::move(client_request_id);
+  absl::StatusOr<std::shared_ptr<RequestStream>> stream = engine_->Submit(std::move(request));
+  if (!stream.ok()) return Rejected(stream.status());
+  started.stream = *std::move(stream);
+  return started;
+}
+
+absl::StatusOr<v1::TokenizeResponse> ServingContext::Tokenize(
+    const v1::TokenizeRequest& request) const {
+  if (absl::Status s = ValidateTokenizeRequest(request, limits_); !s.ok()) return s;
+  absl::StatusOr<RenderedPrompt> rendered = RenderText(
+      request.has_prompt() ? &request.prompt() : nullptr,
+      request.has_chat() ? &request.chat() : nullptr,
+      request.has_add_special_tokens() ? std::optional<bool>(request.add_special_tokens())
+                                       : std::nullopt,
+      request.has_add_generation_prompt() ? std::optional<bool>(request.add_generation_prompt())
+                                          : std::nullopt);
+  if (!rendered.ok()) return rendered.status();
+  v1::TokenizeResponse response;
+  response.mutable_token_ids()->Add(rendered->token_ids.begin(), rendered->token_ids.end());
+  if (request.return_token_bytes()) {
+    for (int32_t id : rendered->token_ids) {
+      std::string bytes;
+      tokenizer_->AppendTokenBytes(id, /*skip_special=*/false, &bytes);
+      response.add_token_bytes(std::move(bytes));
+    }
+  }
+  response.set_rendered_prompt(std::move(rendered->rendered_chat));
+  return response;
+}
+
+absl::StatusOr<v1::DetokenizeResponse> ServingContext::Detokenize(
+    const v1::DetokenizeRequest& request) const {
+  if (!request.model().empty() && request.model() != limits_.model_name) {
+    return absl::NotFoundError(absl::StrCat("model: '", request.model(), "' is not served here"));
+  }
+  if (tokenizer_ == nullptr) {
+    return absl::FailedPreconditionError("the served model has no tokenizer");
+  }
+  for (int i = 0; i < request.token_ids_size(); ++i) {
+    const int32_t id = request.token_ids(i);
+    if (id < 0 || id >= limits_.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("token_ids[", i, "]: token id ", id,
+                                                     " is outside [0, ", limits_.vocab_size, ")"));
+    }
+  }
+  v1::DetokenizeResponse response;
+  std::vector<int32_t> ids(request.token_ids().begin(), request.token_ids().end());
+  response.set_text(tokenizer_->Decode(ids, !request.detokenize_special_tokens()));
+  return response;
+}
+
+absl::StatusOr<v1::ModelInfo> ServingContext::GetModelInfo(absl::string_view model) const {
+  if (!model.empty() && model != limits_.model_name) {
+    return absl::NotFoundError(absl::StrCat("model: '", model, "' is not served here (serving '",
+                                            limits_.model_name, "')"));
+  }
+  return model_info_;
+}
+
+}  // namespace kvserve

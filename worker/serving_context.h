@@ -1,0 +1,105 @@
+// ServingContext: what both gRPC services share, between the transport and the engine. It owns
+// the request-level logic of the worker: validate a request (request_validation.h), turn its
+// input into token ids (tokenizer, chat template), resolve sampling defaults
+// (proto_conversion.h), check that it can fit in the KV pool, and submit it to the engine under
+// an internal id. It also answers Tokenize / Detokenize / GetModelInfo and knows whether the
+// worker is draining (new requests are then refused with UNAVAILABLE).
+//
+// Every refusal is counted in WorkerMetrics (kvserve_requests_rejected_total).
+//
+// Thread-safety: thread-safe; the engine, tokenizer and metrics are borrowed and outlive it.
+#ifndef KVSERVE_WORKER_SERVING_CONTEXT_H_
+#define KVSERVE_WORKER_SERVING_CONTEXT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "kvserve/v1/generation.pb.h"
+#include "kvserve/v1/worker.pb.h"
+#include "model/chat_template.h"
+#include "model/model_config.h"
+#include "model/tokenizer.h"
+#include "worker/engine.h"
+#include "worker/metrics.h"
+#include "worker/request_stream.h"
+#include "worker/request_validation.h"
+
+namespace kvserve {
+
+// A request that reached the engine: its output stream and the id the client sees.
+struct StartedRequest {
+  std::shared_ptr<RequestStream> stream;
+  std::string client_request_id;  // echoed in every GenerateResponse
+  std::string engine_request_id;  // for Engine::Abort
+};
+
+class ServingContext {
+ public:
+  // `tokenizer` may be null (token-id input only); `config` describes the served model.
+  // The limits follow the engine: context_length = engine->max_context_len() and the pool size.
+  ServingContext(Engine* engine, const Tokenizer* tokenizer, const ModelConfig& config,
+                 std::string worker_id, WorkerMetrics* metrics);
+
+  // Generation.Generate: validate, tokenize, submit.
+  absl::StatusOr<StartedRequest> StartGenerate(const kvserve::v1::GenerateRequest& request);
+  // Worker.Generate: validate and submit the router's already tokenized request.
+  absl::StatusOr<StartedRequest> StartWorkerGenerate(
+      const kvserve::v1::WorkerGenerateRequest& request);
+
+  absl::StatusOr<kvserve::v1::TokenizeResponse> Tokenize(
+      const kvserve::v1::TokenizeRequest& request) const;
+  absl::StatusOr<kvserve::v1::DetokenizeResponse> Detokenize(
+      const kvserve::v1::DetokenizeRequest& request) const;
+  // NOT_FOUND for another model's name.
+  absl::StatusOr<kvserve::v1::ModelInfo> GetModelInfo(absl::string_view model) const;
+
+  // Aborts an engine request (cancel / deadline); a request that already ended is not an error.
+  void Abort(const std::string& engine_request_id);
+
+  // Draining: Generate calls are refused with UNAVAILABLE from now on.
+  void SetDraining();
+  bool draining() const { return draining_.load(std::memory_order_acquire); }
+
+  const ServingLimits& limits() const { return limits_; }
+  // Sets WorkerIdentity.worker_id (known only once the port is bound).
+  void SetWorkerId(std::string worker_id);
+  kvserve::v1::WorkerIdentity identity() const;
+  Engine& engine() { return *engine_; }
+  WorkerMetrics* metrics() { return metrics_; }
+
+ private:
+  // Input of a Generate / Tokenize request as token ids (chat rendered, special tokens added).
+  struct RenderedPrompt {
+    std::vector<int32_t> token_ids;
+    std::string rendered_chat;  // the chat template's text, for chat input
+  };
+  absl::StatusOr<RenderedPrompt> RenderText(const std::string* prompt,
+                                            const kvserve::v1::ChatConversation* chat,
+                                            std::optional<bool> add_special_tokens,
+                                            std::optional<bool> add_generation_prompt) const;
+  absl::StatusOr<StartedRequest> Submit(EngineRequest request, std::string client_request_id);
+  absl::Status Rejected(absl::Status status);  // counts it, returns it
+
+  Engine* const engine_;
+  const Tokenizer* const tokenizer_;
+  std::optional<ChatTemplate> chat_template_;
+  WorkerMetrics* const metrics_;
+  ServingLimits limits_;
+  kvserve::v1::ModelInfo model_info_;
+  mutable absl::Mutex identity_mu_;
+  kvserve::v1::WorkerIdentity identity_ ABSL_GUARDED_BY(identity_mu_);
+  std::atomic<bool> draining_{false};
+  std::atomic<uint64_t> next_request_number_{1};
+};
+
+}  // namespace kvserve
+
+#endif  // KVSERVE_WORKER_SERVING_CONTEXT_H_

@@ -1,0 +1,102 @@
+#include "worker/worker_options.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "kvcache/kv_layout.h"
+
+namespace kvserve {
+namespace {
+
+absl::Status FlagError(absl::string_view flag, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", message));
+}
+
+absl::StatusOr<std::string> ReadFile(absl::string_view flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return FlagError(flag, absl::StrCat("cannot read '", path, "'"));
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  if (contents.str().empty()) return FlagError(flag, absl::StrCat("'", path, "' is empty"));
+  return contents.str();
+}
+
+}  // namespace
+
+absl::Status ValidateHostPort(absl::string_view flag, absl::string_view address) {
+  const size_t colon = address.rfind(':');
+  if (colon == absl::string_view::npos || colon == 0) {
+    return FlagError(flag, absl::StrCat("must be host:port, got '", address, "'"));
+  }
+  const absl::string_view host = address.substr(0, colon);
+  if (host.front() == '[' && host.back() != ']') {
+    return FlagError(flag, absl::StrCat("unterminated IPv6 host in '", address, "'"));
+  }
+  int port = -1;
+  if (!absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535) {
+    return FlagError(flag, absl::StrCat("port must be in [0, 65535], got '", address, "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WorkerOptions::Validate() const {
+  if (model.empty()) return FlagError("model", "must name a model file, directory or spec");
+  if (!ValidateBlockSize(block_size).ok()) {
+    return FlagError("block_size",
+                     absl::StrCat("must be a power of two in [1, 256], got ", block_size));
+  }
+  if (kv_memory_bytes <= 0) {
+    return FlagError("kv_memory_bytes", absl::StrCat("must be positive, got ", kv_memory_bytes));
+  }
+  if (max_num_seqs < 1) {
+    return FlagError("max_num_seqs", absl::StrCat("must be >= 1, got ", max_num_seqs));
+  }
+  if (max_num_batched_tokens < 1) {
+    return FlagError("max_num_batched_tokens",
+                     absl::StrCat("must be >= 1, got ", max_num_batched_tokens));
+  }
+  if (max_num_batched_tokens < max_num_seqs) {
+    return FlagError(
+        "max_num_batched_tokens",
+        absl::StrCat("must be >= --max_num_seqs (", max_num_seqs,
+                     ") so every running sequence can decode, got ", max_num_batched_tokens));
+  }
+  if (absl::Status s = ValidateHostPort("listen", listen); !s.ok()) return s;
+  if (absl::Status s = ValidateHostPort("metrics_listen", metrics_listen); !s.ok()) return s;
+  if (tls_cert.empty() != tls_key.empty()) {
+    return FlagError(tls_cert.empty() ? "tls_cert" : "tls_key",
+                     "--tls_cert and --tls_key must be given together");
+  }
+  if (!tls_ca.empty() && tls_cert.empty()) {
+    return FlagError("tls_ca", "needs --tls_cert and --tls_key (mTLS is on top of TLS)");
+  }
+  if (!std::isfinite(drain_timeout_s) || drain_timeout_s < 0) {
+    return FlagError("drain_timeout_s",
+                     absl::StrCat("must be a finite number >= 0, got ", drain_timeout_s));
+  }
+  if (worker_id.size() > 128) {
+    return FlagError("worker_id", absl::StrCat("at most 128 characters, got ", worker_id.size()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TlsMaterial> LoadTlsFiles(const WorkerOptions& options) {
+  TlsMaterial material;
+  absl::StatusOr<std::string> cert = ReadFile("tls_cert", options.tls_cert);
+  if (!cert.ok()) return cert.status();
+  material.cert_chain_pem = *std::move(cert);
+  absl::StatusOr<std::string> key = ReadFile("tls_key", options.tls_key);
+  if (!key.ok()) return key.status();
+  material.private_key_pem = *std::move(key);
+  if (!options.tls_ca.empty()) {
+    absl::StatusOr<std::string> ca = ReadFile("tls_ca", options.tls_ca);
+    if (!ca.ok()) return ca.status();
+    material.client_ca_pem = *std::move(ca);
+  }
+  return material;
+}
+
+}  // namespace kvserve

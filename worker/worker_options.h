@@ -1,0 +1,60 @@
+// WorkerOptions: everything kvserve-worker is configured with, as one plain struct. main() fills
+// it from absl flags (the flag of each field is named in its comment) and calls Validate() once
+// before anything starts; a bad value stops the process with a message that names the flag.
+//
+// Addresses are "host:port"; port 0 asks the OS for a free port (main prints the one bound).
+// TLS: with --tls_cert and --tls_key the gRPC port serves TLS; adding --tls_ca also requires
+// and verifies a client certificate signed by that CA (mTLS). The files are read by
+// LoadTlsFiles(), so a missing or unreadable file is also a start-up error naming its flag.
+//
+// Thread-safety: a plain value.
+#ifndef KVSERVE_WORKER_WORKER_OPTIONS_H_
+#define KVSERVE_WORKER_WORKER_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace kvserve {
+
+struct WorkerOptions {
+  std::string model;                       // --model: GGUF path, HF directory or synthetic:...
+  int32_t block_size = 16;                 // --block_size: tokens per KV block
+  int64_t kv_memory_bytes = 256ll << 20;   // --kv_memory_bytes: KV pool budget
+  int32_t max_num_seqs = 64;               // --max_num_seqs: running sequences per step
+  int32_t max_num_batched_tokens = 512;    // --max_num_batched_tokens: token budget per step
+  std::string listen = "127.0.0.1:50061";  // --listen: gRPC host:port
+  std::string metrics_listen = "127.0.0.1:9461";  // --metrics_listen: /metrics host:port
+  std::string tls_cert;                           // --tls_cert: PEM server certificate chain
+  std::string tls_key;                            // --tls_key: PEM private key
+  std::string tls_ca;                             // --tls_ca: PEM CA for client certificates (mTLS)
+  double drain_timeout_s = 30.0;  // --drain_timeout_s: SIGTERM grace for in-flight work
+  std::string worker_id;          // --worker_id: empty = the bound host:port
+
+  // OK, or INVALID_ARGUMENT whose message starts with the flag, e.g.
+  // "--block_size: must be a power of two in [1, 256], got 12".
+  absl::Status Validate() const;
+  bool tls_enabled() const { return !tls_cert.empty(); }
+};
+
+// The contents of the TLS files named by the options.
+struct TlsMaterial {
+  std::string cert_chain_pem;
+  std::string private_key_pem;
+  std::string client_ca_pem;  // empty: no client certificate required
+};
+
+// Reads the files; INVALID_ARGUMENT naming the flag when one cannot be read or is empty.
+// REQUIRES: options.Validate().ok() and options.tls_enabled()
+absl::StatusOr<TlsMaterial> LoadTlsFiles(const WorkerOptions& options);
+
+// Splits "host:port" (host may be "[v6]"); INVALID_ARGUMENT naming `flag` when malformed or the
+// port is outside [0, 65535].
+absl::Status ValidateHostPort(absl::string_view flag, absl::string_view address);
+
+}  // namespace kvserve
+
+#endif  // KVSERVE_WORKER_WORKER_OPTIONS_H_

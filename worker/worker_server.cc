@@ -1,0 +1,123 @@
+#include "worker/worker_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <exception>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace kvserve {
+namespace {
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
+    const WorkerOptions& options) {
+  if (!options.tls_enabled()) return grpc::InsecureServerCredentials();
+  absl::StatusOr<TlsMaterial> tls = LoadTlsFiles(options);
+  if (!tls.ok()) return tls.status();
+  grpc::SslServerCredentialsOptions ssl(
+      tls->client_ca_pem.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                 : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  ssl.pem_root_certs = tls->client_ca_pem;
+  ssl.pem_key_cert_pairs.push_back({tls->private_key_pem, tls->cert_chain_pem});
+  return grpc::SslServerCredentials(ssl);
+}
+
+// "host:port" with the port replaced by the bound one.
+std::string WithPort(const std::string& address, int port) {
+  return absl::StrCat(address.substr(0, address.rfind(':')), ":", port);
+}
+
+// Engine::Create names a bad option as "kv_memory_bytes: ..."; say it as the flag it came from.
+absl::Status NameTheFlag(const absl::Status& status) {
+  for (absl::string_view flag :
+       {"block_size", "kv_memory_bytes", "max_num_seqs", "max_num_batched_tokens"}) {
+    if (absl::StartsWith(status.message(), absl::StrCat(flag, ":"))) {
+      return absl::Status(status.code(), absl::StrCat("--", status.message()));
+    }
+  }
+  return status;
+}
+
+}  // namespace
+
+EngineOptions ToEngineOptions(const WorkerOptions& options) {
+  EngineOptions engine;
+  engine.block_size = options.block_size;
+  engine.kv_memory_bytes = options.kv_memory_bytes;
+  engine.max_num_seqs = options.max_num_seqs;
+  engine.max_num_batched_tokens = options.max_num_batched_tokens;
+  engine.max_n = std::min(engine.max_n, options.max_num_seqs);
+  return engine;
+}
+
+absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
+    const WorkerOptions& options, std::unique_ptr<ModelRunner> runner,
+    std::unique_ptr<Tokenizer> tokenizer, const ModelConfig& config) {
+  std::unique_ptr<WorkerServer> server(new WorkerServer());
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = ServerCredentials(options);
+  if (!credentials.ok()) return credentials.status();
+
+  server->tokenizer_ = std::move(tokenizer);
+  server->metrics_ = std::make_shared<WorkerMetrics>();
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::Create(ToEngineOptions(options), std::move(runner), server->tokenizer_.get(),
+                     server->metrics_.get());
+  if (!engine.ok()) return NameTheFlag(engine.status());
+  server->engine_ = *std::move(engine);
+  if (absl::Status s = server->engine_->Start(); !s.ok()) return s;
+  server->metrics_->SetStatsSource([engine = server->engine_.get()] { return engine->Stats(); });
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, *credentials, &server->grpc_port_);
+  server->context_ =
+      std::make_unique<ServingContext>(server->engine_.get(), server->tokenizer_.get(), config,
+                                       options.worker_id, server->metrics_.get());
+  server->generation_service_ = std::make_unique<GenerationService>(server->context_.get());
+  server->worker_service_ = std::make_unique<WorkerService>(server->context_.get());
+  builder.RegisterService(server->generation_service_.get());
+  builder.RegisterService(server->worker_service_.get());
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->grpc_port_ == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--listen: cannot listen on ", options.listen));
+  }
+  server->worker_id_ =
+      options.worker_id.empty() ? WithPort(options.listen, server->grpc_port_) : options.worker_id;
+  server->context_->SetWorkerId(server->worker_id_);
+
+  try {
+    server->exposer_ = std::make_unique<prometheus::Exposer>(options.metrics_listen);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("--metrics_listen: cannot listen on ",
+                                                   options.metrics_listen, ": ", e.what()));
+  }
+  server->exposer_->RegisterCollectable(server->metrics_);
+  const std::vector<int> ports = server->exposer_->GetListeningPorts();
+  server->metrics_port_ = ports.empty() ? 0 : ports.front();
+  return server;
+}
+
+bool WorkerServer::Drain(absl::Duration timeout) {
+  if (drained_) return true;
+  drained_ = true;
+  context_->SetDraining();
+  server_->GetHealthCheckService()->SetServingStatus(false);
+  engine_->StopAccepting();
+  const bool idle = engine_->WaitIdle(timeout);
+  // Ends what is left with UNAVAILABLE and closes the status streams, so every call finishes.
+  engine_->Shutdown();
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  server_->Wait();
+  return idle;
+}
+
+WorkerServer::~WorkerServer() {
+  if (server_ != nullptr) Drain(absl::ZeroDuration());
+  exposer_.reset();  // civetweb's stop takes about 2 s (its threads poll with a timeout)
+}
+
+}  // namespace kvserve

@@ -1,0 +1,81 @@
+// WorkerServer: one running kvserve worker, wired together: the engine (with WorkerMetrics as
+// its observer), the ServingContext, the Generation and Worker gRPC services, grpc.health.v1
+// and server reflection on the gRPC port, and the Prometheus exposer on the metrics port.
+// main() and the in-process service tests build it the same way; only the ModelRunner differs.
+//
+// Drain (SIGTERM): health turns NOT_SERVING, new Generate calls get UNAVAILABLE, running and
+// waiting requests continue until they finish or the timeout passes; then the engine shuts down
+// (streams still open end with UNAVAILABLE, so a router migrates them) and the server stops.
+//
+// Thread-safety: Start/Drain/destructor from one thread; the ports are plain values.
+#ifndef KVSERVE_WORKER_WORKER_SERVER_H_
+#define KVSERVE_WORKER_WORKER_SERVER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "model/model_config.h"
+#include "model/tokenizer.h"
+#include "prometheus/exposer.h"
+#include "worker/engine.h"
+#include "worker/generation_service.h"
+#include "worker/metrics.h"
+#include "worker/model_runner.h"
+#include "worker/serving_context.h"
+#include "worker/worker_options.h"
+#include "worker/worker_service.h"
+
+namespace kvserve {
+
+class WorkerServer {
+ public:
+  // Builds and starts everything. `tokenizer` may be null (token-id input only). Errors name
+  // the flag at fault (e.g. "--listen: cannot bind 1.2.3.4:80").
+  // REQUIRES: options.Validate().ok()
+  static absl::StatusOr<std::unique_ptr<WorkerServer>> Start(const WorkerOptions& options,
+                                                             std::unique_ptr<ModelRunner> runner,
+                                                             std::unique_ptr<Tokenizer> tokenizer,
+                                                             const ModelConfig& config);
+  // Drains with no grace if Drain was not called.
+  ~WorkerServer();
+
+  WorkerServer(const WorkerServer&) = delete;
+  WorkerServer& operator=(const WorkerServer&) = delete;
+
+  int grpc_port() const { return grpc_port_; }
+  int metrics_port() const { return metrics_port_; }
+  const std::string& worker_id() const { return worker_id_; }
+
+  // See above; true when every request finished within `timeout`. Idempotent.
+  bool Drain(absl::Duration timeout);
+
+  ServingContext& context() { return *context_; }
+  WorkerMetrics& metrics() { return *metrics_; }
+
+ private:
+  WorkerServer() = default;
+
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::shared_ptr<WorkerMetrics> metrics_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<ServingContext> context_;
+  std::unique_ptr<GenerationService> generation_service_;
+  std::unique_ptr<WorkerService> worker_service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::string worker_id_;
+  int grpc_port_ = 0;
+  int metrics_port_ = 0;
+  bool drained_ = false;
+};
+
+// EngineOptions from the worker's flags (block size, KV budget, batch limits).
+EngineOptions ToEngineOptions(const WorkerOptions& options);
+
+}  // namespace kvserve
+
+#endif  // KVSERVE_WORKER_WORKER_SERVER_H_

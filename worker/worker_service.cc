@@ -1,0 +1,44 @@
+#include "worker/worker_service.h"
+
+#include "worker/generate_reactor.h"
+#include "worker/raw_message.h"
+#include "worker/status_reactor.h"
+#include "worker/unary_call.h"
+
+namespace kvserve {
+
+namespace v1 = ::kvserve::v1;
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* WorkerService::Generate(
+    grpc::CallbackServerContext* /*call*/, const grpc::ByteBuffer* request) {
+  v1::WorkerGenerateRequest parsed;
+  absl::Status status = ParseRequest(*request, &parsed);
+  if (!status.ok()) {
+    if (context_->metrics() != nullptr) context_->metrics()->RecordRejected(status.code());
+    return GenerateReactor::Create(context_, status);
+  }
+  return GenerateReactor::Create(context_, context_->StartWorkerGenerate(parsed));
+}
+
+grpc::ServerWriteReactor<v1::WorkerStatus>* WorkerService::StreamStatus(
+    grpc::CallbackServerContext* /*call*/, const v1::StatusRequest* /*request*/) {
+  // StatusRequest.min_interval_ms is not needed: the subscription coalesces whatever arrives
+  // while a write is in flight, so a slow reader gets fewer, larger messages.
+  if (context_->draining()) {
+    class Refused : public grpc::ServerWriteReactor<v1::WorkerStatus> {
+     public:
+      Refused() { Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "worker is draining")); }
+      void OnDone() override { delete this; }
+    };
+    return new Refused();
+  }
+  return new StatusReactor(context_, context_->engine().SubscribeStatus());
+}
+
+grpc::ServerUnaryReactor* WorkerService::GetModelInfo(grpc::CallbackServerContext* call,
+                                                      const v1::GetModelInfoRequest* request,
+                                                      v1::ModelInfo* response) {
+  return FinishUnary(call, context_->GetModelInfo(request->model()), response);
+}
+
+}  // namespace kvserve
