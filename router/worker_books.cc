@@ -3,15 +3,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "proto/kv_events_conversion.h"
 
 namespace kvserve {
 namespace {
 
 namespace v1 = ::kvserve::v1;
-
-BlockHash FromProto(const v1::BlockHash& proto) {
-  return BlockHash{.low = proto.low(), .high = proto.high()};
-}
 
 WorkerCapacity FromProto(const v1::Capacity& proto) {
   WorkerCapacity capacity;

@@ -17,6 +17,7 @@
 #include "kvserve/v1/output.pb.h"
 #include "kvserve/v1/sampling.pb.h"
 #include "kvserve/v1/worker.pb.h"
+#include "proto/kv_events_conversion.h"
 #include "worker/engine_output.h"
 #include "worker/engine_stats.h"
 #include "worker/request.h"
@@ -39,14 +40,6 @@ void ToProto(const EngineOutput& output, const std::string& request_id,
 
 // The capacity part of a WorkerStatus.
 void ToProto(const EngineStats& stats, kvserve::v1::Capacity* capacity);
-
-// Engine event batches as proto batches: consecutive events of one kind become one KvEvent.
-void ToProto(const KvEventBatch& batch, int32_t block_size, kvserve::v1::KvEventBatch* proto);
-
-// A snapshot split into parts of at most `max_blocks_per_part` blocks (at least one part, even
-// when empty), each ready to go into its own WorkerStatus.
-std::vector<kvserve::v1::KvSnapshot> SnapshotParts(const KvSnapshot& snapshot, int32_t block_size,
-                                                   int32_t max_blocks_per_part);
 
 }  // namespace kvserve
 

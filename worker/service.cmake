@@ -18,7 +18,8 @@ add_library(kvserve_worker STATIC
 )
 target_include_directories(kvserve_worker PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(kvserve_worker
-  PUBLIC kvserve_engine kvserve_proto kvserve_tokenizer kvserve_model gRPC::grpc++
+  PUBLIC kvserve_engine kvserve_proto kvserve_kv_events_proto kvserve_tokenizer kvserve_model
+         gRPC::grpc++
          gRPC::grpc++_reflection
          prometheus-cpp::core prometheus-cpp::pull
          absl::status absl::statusor absl::strings absl::synchronization absl::time

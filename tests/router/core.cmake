@@ -2,7 +2,7 @@
 # real KvCacheManager's events) for every test below.
 add_library(kvserve_router_test_util STATIC ${CMAKE_CURRENT_LIST_DIR}/router_test_util.cc)
 target_include_directories(kvserve_router_test_util PUBLIC ${PROJECT_SOURCE_DIR})
-target_link_libraries(kvserve_router_test_util PUBLIC kvserve_kvcache kvserve_proto
+target_link_libraries(kvserve_router_test_util PUBLIC kvserve_kvcache kvserve_proto kvserve_kv_events_proto
   PRIVATE kvserve_warnings)
 
 set(_router_test_libs kvserve_router_core kvserve_router_test_util)

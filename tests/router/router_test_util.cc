@@ -1,14 +1,11 @@
 #include "tests/router/router_test_util.h"
 
+#include "proto/kv_events_conversion.h"
+
 namespace kvserve::testing_util {
 namespace {
 
 namespace v1 = ::kvserve::v1;
-
-void ToProto(const BlockHash& hash, v1::BlockHash* proto) {
-  proto->set_high(hash.high);
-  proto->set_low(hash.low);
-}
 
 }  // namespace
 
@@ -61,23 +58,7 @@ void AddClearBatch(v1::WorkerStatus* status, uint64_t sequence) {
 }
 
 void AddBatch(v1::WorkerStatus* status, const KvEventBatch& batch, int32_t block_size) {
-  v1::KvEventBatch* proto = status->add_event_batches();
-  proto->set_sequence(batch.sequence_number);
-  v1::KvEvent* current = nullptr;
-  KvEventKind current_kind = KvEventKind::kStored;
-  for (const KvEvent& event : batch.events) {
-    if (current == nullptr || event.kind != current_kind) {
-      current = proto->add_events();
-      current_kind = event.kind;
-    }
-    if (event.kind == KvEventKind::kStored) {
-      v1::StoredBlock* block = current->mutable_stored()->add_blocks();
-      ToProto(event.hash, block->mutable_hash());
-      block->set_num_tokens(block_size);
-    } else {
-      ToProto(event.hash, current->mutable_removed()->add_hashes());
-    }
-  }
+  ToProto(batch, block_size, status->add_event_batches());
 }
 
 BlockHash FakeHash(uint64_t i, uint64_t salt) { return BlockHash{.low = i + 1, .high = salt}; }
