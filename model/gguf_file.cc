@@ -49,22 +49,6 @@ bool IsKnownValueType(uint32_t type) {
   return type <= static_cast<uint32_t>(GgufValueType::kFloat64);
 }
 
-bool IsInteger(GgufValueType type) {
-  switch (type) {
-    case GgufValueType::kUint8:
-    case GgufValueType::kInt8:
-    case GgufValueType::kUint16:
-    case GgufValueType::kInt16:
-    case GgufValueType::kUint32:
-    case GgufValueType::kInt32:
-    case GgufValueType::kUint64:
-    case GgufValueType::kInt64:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // Decodes the scalar of `type` at `p` (ScalarSize(type) readable bytes) into `value`.
 void DecodeScalar(GgufValueType type, const uint8_t* p, GgufValue* value) {
   value->type = type;
@@ -188,6 +172,22 @@ std::string GgufValueTypeName(GgufValueType type) {
   const auto index = static_cast<uint32_t>(type);
   if (index < std::size(kNames)) return kNames[index];
   return absl::StrCat("value_type(", index, ")");
+}
+
+bool IsIntegerType(GgufValueType type) {
+  switch (type) {
+    case GgufValueType::kUint8:
+    case GgufValueType::kInt8:
+    case GgufValueType::kUint16:
+    case GgufValueType::kInt16:
+    case GgufValueType::kUint32:
+    case GgufValueType::kInt32:
+    case GgufValueType::kUint64:
+    case GgufValueType::kInt64:
+      return true;
+    default:
+      return false;
+  }
 }
 
 int64_t GgufTensorInfo::num_elements() const {
@@ -352,7 +352,7 @@ class GgufFile::Parser {
   absl::Status ReadAlignment() {
     const GgufValue* value = file_->FindValue("general.alignment");
     if (value == nullptr) return absl::OkStatus();
-    if (!IsInteger(value->type)) {
+    if (!IsIntegerType(value->type)) {
       return absl::InvalidArgumentError(
           absl::StrCat("general.alignment has type ", TypeOf(*value), ", want an integer"));
     }

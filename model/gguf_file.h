@@ -72,6 +72,8 @@ enum class GgufValueType : uint32_t {
 
 // "uint32", "string", "array[string]", ...
 std::string GgufValueTypeName(GgufValueType type);
+// True for the eight integer types (not bool).
+bool IsIntegerType(GgufValueType type);
 
 // One metadata value. Scalars are widened (integers to int64 / uint64, floats to double). Strings
 // and arrays of scalars or strings point into the file's bytes, so a big array costs no more memory

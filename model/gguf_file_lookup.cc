@@ -11,22 +11,6 @@ namespace {
 // absl here is built with its own string_view type; std::string_view converts explicitly.
 absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
-bool IsIntegerType(GgufValueType type) {
-  switch (type) {
-    case GgufValueType::kUint8:
-    case GgufValueType::kInt8:
-    case GgufValueType::kUint16:
-    case GgufValueType::kInt16:
-    case GgufValueType::kUint32:
-    case GgufValueType::kInt32:
-    case GgufValueType::kUint64:
-    case GgufValueType::kInt64:
-      return true;
-    default:
-      return false;
-  }
-}
-
 std::string StoredType(const GgufValue& value) {
   if (value.type == GgufValueType::kArray) {
     return absl::StrCat("array[", GgufValueTypeName(value.element_type), "]");

@@ -6,6 +6,7 @@ add_library(kvserve_tokenizer STATIC
   ${CMAKE_CURRENT_LIST_DIR}/bpe_pretokenizer.cc
   ${CMAKE_CURRENT_LIST_DIR}/chat_template.cc
   ${CMAKE_CURRENT_LIST_DIR}/detokenizer.cc
+  ${CMAKE_CURRENT_LIST_DIR}/prompt.cc
   ${CMAKE_CURRENT_LIST_DIR}/tokenizer.cc
   ${CMAKE_CURRENT_LIST_DIR}/tokenizer_gguf.cc
   ${CMAKE_CURRENT_LIST_DIR}/tokenizer_hf.cc

@@ -32,10 +32,10 @@ absl::StatusOr<std::unique_ptr<PromptRenderer>> PromptRenderer::Load(
       new PromptRenderer(*std::move(tokenizer), std::move(chat)));
 }
 
-absl::StatusOr<PromptRenderer::Rendered> PromptRenderer::RenderText(
+absl::StatusOr<RenderedPrompt> PromptRenderer::RenderText(
     const std::string* prompt, const kvserve::v1::ChatConversation* chat,
     std::optional<bool> add_special_tokens, std::optional<bool> add_generation_prompt) const {
-  Rendered rendered;
+  std::vector<ChatMessage> messages;
   if (chat != nullptr) {
     if (!chat_template_.has_value()) {
       return absl::InvalidArgumentError("chat: the served model has no chat template");
@@ -43,16 +43,13 @@ absl::StatusOr<PromptRenderer::Rendered> PromptRenderer::RenderText(
     if (chat->messages().empty()) {
       return absl::InvalidArgumentError("chat.messages: at least one message is required");
     }
-    std::vector<ChatMessage> messages;
     for (const kvserve::v1::ChatMessage& message : chat->messages()) {
       messages.push_back({message.role(), message.content()});
     }
-    rendered.rendered_chat = chat_template_->Render(messages, add_generation_prompt.value_or(true));
   }
-  const bool special = add_special_tokens.value_or(chat == nullptr);
-  const std::string& text = chat != nullptr ? rendered.rendered_chat : *prompt;
-  rendered.token_ids = tokenizer_->Encode(text, special && tokenizer_->add_bos_by_default());
-  return rendered;
+  return RenderPrompt(*tokenizer_, chat_template_ ? &*chat_template_ : nullptr, prompt,
+                      chat != nullptr ? &messages : nullptr, add_special_tokens,
+                      add_generation_prompt);
 }
 
 absl::StatusOr<std::vector<int32_t>> PromptRenderer::Render(
@@ -72,7 +69,7 @@ absl::StatusOr<std::vector<int32_t>> PromptRenderer::Render(
     }
     case Input::kPrompt:
     case Input::kChat: {
-      absl::StatusOr<Rendered> rendered = RenderText(
+      absl::StatusOr<RenderedPrompt> rendered = RenderText(
           request.has_prompt() ? &request.prompt() : nullptr,
           request.has_chat() ? &request.chat() : nullptr,
           OptionalBool(request.has_add_special_tokens(), request.add_special_tokens()),
@@ -92,7 +89,7 @@ absl::StatusOr<kvserve::v1::TokenizeResponse> PromptRenderer::Tokenize(
   if (request.input_case() == kvserve::v1::TokenizeRequest::INPUT_NOT_SET) {
     return absl::InvalidArgumentError("input: exactly one of prompt and chat must be set");
   }
-  absl::StatusOr<Rendered> rendered = RenderText(
+  absl::StatusOr<RenderedPrompt> rendered = RenderText(
       request.has_prompt() ? &request.prompt() : nullptr,
       request.has_chat() ? &request.chat() : nullptr,
       OptionalBool(request.has_add_special_tokens(), request.add_special_tokens()),

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "kvserve/v1/generation.pb.h"
 #include "model/chat_template.h"
+#include "model/prompt.h"
 #include "model/tokenizer.h"
 
 namespace kvserve {
@@ -39,18 +40,15 @@ class PromptRenderer {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
 
  private:
-  struct Rendered {
-    std::vector<int32_t> token_ids;
-    std::string rendered_chat;  // chat input only
-  };
   PromptRenderer(std::unique_ptr<Tokenizer> tokenizer, std::optional<ChatTemplate> chat)
       : tokenizer_(std::move(tokenizer)), chat_template_(std::move(chat)) {}
 
-  // Exactly one of `prompt` / `chat` is non-null.
-  absl::StatusOr<Rendered> RenderText(const std::string* prompt,
-                                      const kvserve::v1::ChatConversation* chat,
-                                      std::optional<bool> add_special_tokens,
-                                      std::optional<bool> add_generation_prompt) const;
+  // Checks what only the router knows (a template exists, messages are present), then
+  // RenderPrompt. Exactly one of `prompt` / `chat` is non-null.
+  absl::StatusOr<RenderedPrompt> RenderText(const std::string* prompt,
+                                            const kvserve::v1::ChatConversation* chat,
+                                            std::optional<bool> add_special_tokens,
+                                            std::optional<bool> add_generation_prompt) const;
 
   std::unique_ptr<Tokenizer> tokenizer_;
   std::optional<ChatTemplate> chat_template_;

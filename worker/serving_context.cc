@@ -83,28 +83,23 @@ void ServingContext::Abort(const std::string& engine_request_id) {
   (void)engine_->Abort(engine_request_id);  // NOT_FOUND: it already ended, nothing to free
 }
 
-absl::StatusOr<ServingContext::RenderedPrompt> ServingContext::RenderText(
+absl::StatusOr<RenderedPrompt> ServingContext::RenderText(
     const std::string* prompt, const v1::ChatConversation* chat,
     std::optional<bool> add_special_tokens, std::optional<bool> add_generation_prompt) const {
   if (tokenizer_ == nullptr) {
     return absl::InvalidArgumentError(
         "input: the served model has no tokenizer; send prompt_token_ids");
   }
-  RenderedPrompt rendered;
-  std::string text;
+  std::vector<ChatMessage> messages;
   if (chat != nullptr) {
-    std::vector<ChatMessage> messages;
     messages.reserve(chat->messages_size());
     for (const v1::ChatMessage& message : chat->messages()) {
       messages.push_back({message.role(), message.content()});
     }
-    rendered.rendered_chat = chat_template_->Render(messages, add_generation_prompt.value_or(true));
-    text = rendered.rendered_chat;
   }
-  const bool special = add_special_tokens.value_or(chat == nullptr);
-  const std::string& input = chat != nullptr ? text : *prompt;
-  rendered.token_ids = tokenizer_->Encode(input, special && tokenizer_->add_bos_by_default());
-  return rendered;
+  return RenderPrompt(*tokenizer_, chat_template_ ? &*chat_template_ : nullptr, prompt,
+                      chat != nullptr ? &messages : nullptr, add_special_tokens,
+                      add_generation_prompt);
 }
 
 absl::StatusOr<StartedRequest> ServingContext::StartGenerate(const v1::GenerateRequest& request) {

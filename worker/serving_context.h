@@ -26,6 +26,7 @@
 #include "kvserve/v1/worker.pb.h"
 #include "model/chat_template.h"
 #include "model/model_config.h"
+#include "model/prompt.h"
 #include "model/tokenizer.h"
 #include "worker/engine.h"
 #include "worker/metrics.h"
@@ -76,11 +77,8 @@ class ServingContext {
   WorkerMetrics* metrics() { return metrics_; }
 
  private:
-  // Input of a Generate / Tokenize request as token ids (chat rendered, special tokens added).
-  struct RenderedPrompt {
-    std::vector<int32_t> token_ids;
-    std::string rendered_chat;  // the chat template's text, for chat input
-  };
+  // Input of a Generate / Tokenize request as token ids, by RenderPrompt (model/prompt.h), the
+  // rule the router shares. Chat without a template is refused earlier, by validation.
   absl::StatusOr<RenderedPrompt> RenderText(const std::string* prompt,
                                             const kvserve::v1::ChatConversation* chat,
                                             std::optional<bool> add_special_tokens,
