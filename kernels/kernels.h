@@ -9,7 +9,10 @@
 // Conventions for every call:
 //  - No call allocates. Scratch the attention needs is caller-provided workspace whose size comes
 //    from Backend::AttentionWorkspaceBytes() (plan once, at start-up, for the largest batch).
-//  - All tensors are fp32, row-major, densely packed unless a stride says otherwise.
+//  - Activations are fp32, row-major, densely packed unless a stride says otherwise. Weights
+//    and the paged KV cache carry their storage type (kernels/dtype.h): a Linear or Embedding
+//    weight may be f32, bf16, f16 or (CPU) a GGUF block type; the KV cache f32, bf16 or f16.
+//    Every kernel accumulates in fp32.
 //  - Pointers are host pointers for CpuBackend and device pointers for CudaBackend; the integer
 //    metadata (ids, positions, slot_mapping, query_start, context_lens, block_tables) lives
 //    where the tensors live.
@@ -23,6 +26,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "kernels/dtype.h"
 
 namespace kvserve::kernels {
 
@@ -59,14 +66,16 @@ void ComputeRopeInvFreq(const RopeConfig& config, float* inv_freq /* [head_dim /
 // ---------------------------------------------------------------------------------------------
 // Params of each call.
 
-// out[t, :] = table[ids[t], :].  REQUIRES: 0 <= ids[t] < vocab.
+// out[t, :] = table[ids[t], :] widened to fp32.  REQUIRES: 0 <= ids[t] < vocab; a backend
+// supports the table types it supports for Linear.
 struct EmbeddingParams {
   const int32_t* ids;  // [num_tokens]
-  const float* table;  // [vocab, hidden]
+  const void* table;   // [vocab, hidden] of table_dtype (rows of RowBytes(table_dtype, hidden))
   float* out;          // [num_tokens, hidden]
   int32_t num_tokens;
   int32_t vocab;
   int32_t hidden;
+  DType table_dtype = DType::kF32;
 };
 
 // out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight.  out may alias x.
@@ -92,15 +101,19 @@ struct AddRmsNormParams {
 };
 
 // y = x w^T (+ bias): y[t, o] = sum_i x[t, i] * w[o, i] + bias[o]. w is row-major [out, in] as
-// in ModelWeights. y must not alias x or w.
+// in ModelWeights, each row RowBytes(w_dtype, in_features) bytes. y must not alias x or w.
+// Types: every backend takes f32; CUDA takes bf16 and f16 (tensor cores, fp32 accumulation);
+// the CPU takes those and GGUF block types (activations quantized per block to int8).
+// REQUIRES: in_features % block_elements(w_dtype) == 0.
 struct LinearParams {
   const float* x;     // [num_tokens, in_features]
-  const float* w;     // [out_features, in_features]
+  const void* w;      // [out_features, in_features] of w_dtype
   const float* bias;  // [out_features] or nullptr
   float* y;           // [num_tokens, out_features]
   int32_t num_tokens;
   int32_t in_features;
   int32_t out_features;
+  DType w_dtype = DType::kF32;
 };
 
 // In-place rotary embedding of q and k at positions. Strides are in floats between consecutive
@@ -119,14 +132,17 @@ struct RopeParams {
 };
 
 // One layer's paged K and V (the layout the KV cache manager describes; slot = block_id *
-// block_size + offset within the block). A plain view, passed by value.
+// block_size + offset within the block), stored as dtype: f32, bf16 or f16. Writes round the
+// fp32 K/V of a step to dtype; attention widens them back and accumulates in fp32.
+// A plain view, passed by value.
 struct PagedKvView {
-  float* k;  // [num_blocks, num_kv_heads, block_size, head_dim]
-  float* v;  // [num_blocks, num_kv_heads, block_size, head_dim]
+  void* k;  // [num_blocks, num_kv_heads, block_size, head_dim] of dtype
+  void* v;  // [num_blocks, num_kv_heads, block_size, head_dim] of dtype
   int32_t num_blocks;
   int32_t num_kv_heads;
   int32_t block_size;
   int32_t head_dim;
+  DType dtype = DType::kF32;
 };
 
 // Writes the new K/V of each token to its slot: cache.k[block, h, offset, :] = k[t, h, :] with
@@ -212,6 +228,21 @@ struct ArgmaxParams {
   int32_t vocab;
 };
 
+// Memory of a backend's device: what it holds in all, and what is free now.
+struct MemoryInfo {
+  int64_t total_bytes = 0;
+  int64_t free_bytes = 0;
+};
+
+// A recorded sequence of backend calls that can be replayed (a CUDA graph). Replaying reads the
+// buffers the recorded calls named, as they are at replay time.
+class Graph {
+ public:
+  virtual ~Graph() = default;
+  // Enqueues the recorded calls; false when the device refused (the error is logged).
+  virtual bool Replay() = 0;
+};
+
 // ---------------------------------------------------------------------------------------------
 // A set of kernels bound to one kind of memory. See the file comment for the conventions.
 class Backend {
@@ -219,6 +250,26 @@ class Backend {
   virtual ~Backend() = default;
 
   virtual const char* name() const = 0;
+
+  // --- Memory. Host memory for the CPU backend, device memory for CUDA. Allocation and copies
+  // happen at start-up and between steps, never inside a captured graph.
+  // Returns nullptr when the memory is not there (out of memory).
+  virtual void* Allocate(size_t bytes) = 0;
+  virtual void Free(void* ptr) = 0;
+  // Copies are ordered with the kernels on the backend's stream. CopyToDevice reads `src`
+  // (host) before it returns; CopyToHost's `dst` is complete once Synchronize() returns.
+  virtual void CopyToDevice(void* dst, const void* src, size_t bytes) = 0;
+  virtual void CopyToHost(void* dst, const void* src, size_t bytes) = 0;
+  virtual void CopyOnDevice(void* dst, const void* src, size_t bytes) = 0;
+  virtual void Memset(void* dst, int value, size_t bytes) = 0;
+  virtual MemoryInfo GetMemoryInfo() const = 0;
+
+  // Records the calls `record` makes on this backend into a Graph instead of running them.
+  // nullptr when the backend has no graphs (the CPU) or capture failed: run eagerly then.
+  virtual std::unique_ptr<Graph> Capture(const std::function<void()>& record) {
+    (void)record;
+    return nullptr;
+  }
 
   // Bytes of workspace PagedAttention needs for any call within shape.
   virtual size_t AttentionWorkspaceBytes(const AttentionShape& shape) const = 0;

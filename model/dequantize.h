@@ -9,6 +9,9 @@
 //   Q4_K: fp16 d, fp16 dmin, 12 bytes packing eight 6-bit (scale, min) pairs, 128 nibble bytes.
 //         Sub-block s (32 elements) is x = (d scale_s) q - (dmin min_s); each 64-element chunk
 //         takes the low nibbles of 32 bytes for its first sub-block, the high for its second.
+//   Q5_K: fp16 d, fp16 dmin, 12 bytes of scales / mins as Q4_K, 32 bytes of high bits, 128 nibble
+//         bytes; as Q4_K with a fifth bit: element l of 64-element chunk c takes bit 2c of
+//         qh[l] (first sub-block) or bit 2c + 1 (second).
 //   Q6_K: 128 bytes of low 4 bits, 64 bytes of high 2 bits, 16 int8 scales, fp16 d;
 //         x = (d scale_{i/16}) (q - 32) with q the 6-bit value.
 #ifndef KVSERVE_MODEL_DEQUANTIZE_H_
@@ -19,16 +22,16 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "kernels/dtype.h"
 #include "model/gguf_file.h"
 
 namespace kvserve {
 
-// IEEE binary16 <-> fp32 (round to nearest even; subnormals, infinities and NaN kept).
-float HalfToFloat(uint16_t half);
-uint16_t FloatToHalf(float value);
-// bfloat16 (the high 16 bits of an fp32) <-> fp32; FloatToBFloat16 rounds to nearest even.
-float BFloat16ToFloat(uint16_t bf16);
-uint16_t FloatToBFloat16(float value);
+// IEEE binary16 and bfloat16 <-> fp32: one copy of each rounding rule, in kernels/dtype.h.
+using kernels::BFloat16ToFloat;
+using kernels::FloatToBFloat16;
+using kernels::FloatToHalf;
+using kernels::HalfToFloat;
 
 // Writes `num_elements` floats decoded from `data` (`num_bytes` bytes of `type`) into `out`.
 // INVALID_ARGUMENT when the type is unsupported, num_elements is not a whole number of blocks,

@@ -129,6 +129,8 @@ std::string GgmlTypeName(GgmlType type) {
       return "Q8_0";
     case GgmlType::kQ4_K:
       return "Q4_K";
+    case GgmlType::kQ5_K:
+      return "Q5_K";
     case GgmlType::kQ6_K:
       return "Q6_K";
     case GgmlType::kBF16:
@@ -137,32 +139,36 @@ std::string GgmlTypeName(GgmlType type) {
   return absl::StrCat("type(", static_cast<uint32_t>(type), ")");
 }
 
-bool GgmlTypeBlock(GgmlType type, int64_t* block_elements, int64_t* block_bytes) {
+std::optional<kernels::DType> GgmlToDType(GgmlType type) {
   switch (type) {
     case GgmlType::kF32:
-      *block_elements = 1, *block_bytes = 4;
-      return true;
+      return kernels::DType::kF32;
     case GgmlType::kF16:
+      return kernels::DType::kF16;
     case GgmlType::kBF16:
-      *block_elements = 1, *block_bytes = 2;
-      return true;
-    case GgmlType::kQ4_0:  // fp16 scale + 32 nibbles
-      *block_elements = 32, *block_bytes = 18;
-      return true;
-    case GgmlType::kQ4_1:  // fp16 scale + fp16 min + 32 nibbles
-      *block_elements = 32, *block_bytes = 20;
-      return true;
-    case GgmlType::kQ8_0:  // fp16 scale + 32 int8
-      *block_elements = 32, *block_bytes = 34;
-      return true;
-    case GgmlType::kQ4_K:  // fp16 d, fp16 dmin, 12 bytes of 6-bit scales/mins, 128 nibbles
-      *block_elements = 256, *block_bytes = 144;
-      return true;
-    case GgmlType::kQ6_K:  // 128 bytes low nibbles, 64 bytes high bits, 16 int8 scales, fp16 d
-      *block_elements = 256, *block_bytes = 210;
-      return true;
+      return kernels::DType::kBF16;
+    case GgmlType::kQ4_0:
+      return kernels::DType::kQ4_0;
+    case GgmlType::kQ4_1:
+      return kernels::DType::kQ4_1;
+    case GgmlType::kQ8_0:
+      return kernels::DType::kQ8_0;
+    case GgmlType::kQ4_K:
+      return kernels::DType::kQ4_K;
+    case GgmlType::kQ5_K:
+      return kernels::DType::kQ5_K;
+    case GgmlType::kQ6_K:
+      return kernels::DType::kQ6_K;
   }
-  return false;
+  return std::nullopt;
+}
+
+bool GgmlTypeBlock(GgmlType type, int64_t* block_elements, int64_t* block_bytes) {
+  const std::optional<kernels::DType> dtype = GgmlToDType(type);
+  if (!dtype) return false;
+  *block_elements = kernels::GetDTypeInfo(*dtype).block_elements;
+  *block_bytes = kernels::GetDTypeInfo(*dtype).block_bytes;
+  return true;
 }
 
 std::string GgufValueTypeName(GgufValueType type) {

@@ -12,12 +12,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "kernels/dtype.h"
 
 namespace kvserve {
 
@@ -31,12 +33,16 @@ enum class GgmlType : uint32_t {
   kQ4_1 = 3,
   kQ8_0 = 8,
   kQ4_K = 12,
+  kQ5_K = 13,
   kQ6_K = 14,
   kBF16 = 30,
 };
 
 // "F32", "Q4_1", ...; "type(<n>)" for a value outside the enum.
 std::string GgmlTypeName(GgmlType type);
+
+// The storage type the kernels know `type` as; nullopt when the type is not supported.
+std::optional<kernels::DType> GgmlToDType(GgmlType type);
 
 // Elements per block and bytes per block of `type`; false when the type is not supported.
 bool GgmlTypeBlock(GgmlType type, int64_t* block_elements, int64_t* block_bytes);

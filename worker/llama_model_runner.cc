@@ -50,12 +50,13 @@ absl::Status LlamaModelRunner::Initialize(const RunnerConfig& config) {
 }
 
 void LlamaModelRunner::CopyBlock(const BlockCopy& copy) {
-  const int64_t block_elements = kv_pool_->layout().elements_per_block_per_pool();
+  const int64_t block_bytes =
+      kv_pool_->layout().elements_per_block_per_pool() * sizeof(float);
   for (int32_t layer = 0; layer < kv_pool_->layout().num_layers; ++layer) {
     kernels::PagedKvView view = kv_pool_->Layer(layer);
-    for (float* pool : {view.k, view.v}) {
-      std::memcpy(pool + copy.dst * block_elements, pool + copy.src * block_elements,
-                  static_cast<size_t>(block_elements) * sizeof(float));
+    for (void* pool : {view.k, view.v}) {
+      char* bytes = static_cast<char*>(pool);
+      std::memcpy(bytes + copy.dst * block_bytes, bytes + copy.src * block_bytes, block_bytes);
     }
   }
 }

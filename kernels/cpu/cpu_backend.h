@@ -17,6 +17,11 @@
 
 namespace kvserve::kernels::cpu {
 
+// dst[i] = src[i] as fp32 for n values of dtype (any type; n a whole number of blocks).
+void DequantizeRow(const void* src, DType dtype, int64_t n, float* dst);
+// dst = src rounded to dtype (f32, bf16 or f16).
+void NarrowRow(const float* src, DType dtype, int64_t n, void* dst);
+
 void Embedding(const EmbeddingParams& p);
 void RmsNorm(const RmsNormParams& p);
 void AddRmsNorm(const AddRmsNormParams& p);
@@ -43,6 +48,15 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(int num_threads = 0) : pool_(num_threads) {}
 
   const char* name() const override { return "cpu"; }
+  // Host memory: 64-byte aligned allocations; copies are memcpy; MemoryInfo is the container's
+  // memory limit (cgroup) or the machine's RAM, and what is available under it.
+  void* Allocate(size_t bytes) override;
+  void Free(void* ptr) override;
+  void CopyToDevice(void* dst, const void* src, size_t bytes) override;
+  void CopyToHost(void* dst, const void* src, size_t bytes) override;
+  void CopyOnDevice(void* dst, const void* src, size_t bytes) override;
+  void Memset(void* dst, int value, size_t bytes) override;
+  MemoryInfo GetMemoryInfo() const override;
   int num_threads() const { return pool_.num_threads(); }
   ThreadPool& pool() { return pool_; }
 

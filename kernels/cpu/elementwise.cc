@@ -19,11 +19,26 @@ void RmsNormRow(const float* x /* [n] */, const float* weight /* [n] */, float* 
 
 }  // namespace
 
+void NarrowRow(const float* src, DType dtype, int64_t n, void* dst) {
+  auto* bits = static_cast<uint16_t*>(dst);
+  switch (dtype) {
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; ++i) bits[i] = FloatToBFloat16(src[i]);
+      return;
+    case DType::kF16:
+      for (int64_t i = 0; i < n; ++i) bits[i] = FloatToHalf(src[i]);
+      return;
+    default:  // kF32: caches are never block-quantized
+      std::memcpy(dst, src, sizeof(float) * n);
+      return;
+  }
+}
+
 void Embedding(const EmbeddingParams& p) {
-  const size_t row_bytes = sizeof(float) * static_cast<size_t>(p.hidden);
+  const int64_t row_bytes = RowBytes(p.table_dtype, p.hidden);
   for (int t = 0; t < p.num_tokens; ++t) {
-    std::memcpy(p.out + static_cast<int64_t>(t) * p.hidden,
-                p.table + static_cast<int64_t>(p.ids[t]) * p.hidden, row_bytes);
+    const void* row = static_cast<const char*>(p.table) + p.ids[t] * row_bytes;
+    DequantizeRow(row, p.table_dtype, p.hidden, p.out + static_cast<int64_t>(t) * p.hidden);
   }
 }
 
@@ -49,16 +64,19 @@ void WriteKv(const KvWriteParams& p) {
   const int64_t row = static_cast<int64_t>(c.num_kv_heads) * c.head_dim;
   const int64_t k_stride = p.k_stride ? p.k_stride : row;
   const int64_t v_stride = p.v_stride ? p.v_stride : row;
-  const size_t head_bytes = sizeof(float) * static_cast<size_t>(c.head_dim);
+  const int64_t elem_bytes = GetDTypeInfo(c.dtype).block_bytes;
   for (int t = 0; t < p.num_tokens; ++t) {
     const int32_t slot = p.slot_mapping[t];
     if (slot < 0) continue;  // padding
     const int64_t block = slot / c.block_size;
     const int64_t offset = slot % c.block_size;
     for (int h = 0; h < c.num_kv_heads; ++h) {
-      const int64_t dst = ((block * c.num_kv_heads + h) * c.block_size + offset) * c.head_dim;
-      std::memcpy(c.k + dst, p.k + t * k_stride + h * c.head_dim, head_bytes);
-      std::memcpy(c.v + dst, p.v + t * v_stride + h * c.head_dim, head_bytes);
+      const int64_t dst =
+          ((block * c.num_kv_heads + h) * c.block_size + offset) * c.head_dim * elem_bytes;
+      NarrowRow(p.k + t * k_stride + h * c.head_dim, c.dtype, c.head_dim,
+                static_cast<char*>(c.k) + dst);
+      NarrowRow(p.v + t * v_stride + h * c.head_dim, c.dtype, c.head_dim,
+                static_cast<char*>(c.v) + dst);
     }
   }
 }

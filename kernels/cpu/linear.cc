@@ -18,6 +18,7 @@
 #endif
 
 #include <algorithm>
+#include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
 
@@ -31,7 +32,7 @@ constexpr int kRowsPerItem = 64;  // output rows per thread-pool work item (~147
 void SmallBatchRowsGeneric(const LinearParams& p, int row_begin, int row_end) {
   const int in = p.in_features;
   for (int o = row_begin; o < row_end; ++o) {
-    const float* w = p.w + static_cast<int64_t>(o) * in;  // [in]
+    const float* w = static_cast<const float*>(p.w) + static_cast<int64_t>(o) * in;  // [in]
     for (int t = 0; t < p.num_tokens; ++t) {
       const float* x = p.x + static_cast<int64_t>(t) * in;  // [in]
       float acc = 0.0f;
@@ -64,7 +65,7 @@ __attribute__((target("avx2,fma"))) void SmallBatchRowsAvx2(const LinearParams& 
     const float* x3 = p.x + static_cast<int64_t>(t0 + std::min(3, tokens - 1)) * in;
     const float* xs[4] = {x0, x1, x2, x3};
     for (int o = row_begin; o < row_end; ++o) {
-      const float* w = p.w + static_cast<int64_t>(o) * in;  // [in]
+      const float* w = static_cast<const float*>(p.w) + static_cast<int64_t>(o) * in;  // [in]
       __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
       __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
       for (int i = 0; i < in8; i += 8) {
@@ -98,33 +99,66 @@ void SmallBatchRows(const LinearParams& p, int row_begin, int row_end) {
   SmallBatchRowsGeneric(p, row_begin, row_end);
 }
 
-}  // namespace
-
-void Linear(const LinearParams& p, ThreadPool* pool) {
-  if (p.num_tokens == 0 || p.out_features == 0) return;
-  if (p.num_tokens == 1) {
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, p.out_features, p.in_features, 1.0f, p.w,
-                p.in_features, p.x, 1, 0.0f, p.y, 1);
-  } else if (p.num_tokens <= kMaxSmallBatch) {
-    const int64_t num_items = (p.out_features + kRowsPerItem - 1) / kRowsPerItem;
-    if (pool == nullptr || num_items < 2) {
-      SmallBatchRows(p, 0, p.out_features);
-    } else {
-      pool->ParallelFor(num_items, [&](int64_t item, int /*thread_index*/) {
-        const int row_begin = static_cast<int>(item) * kRowsPerItem;
-        SmallBatchRows(p, row_begin, std::min(p.out_features, row_begin + kRowsPerItem));
-      });
+// Weights of any other type: each row widened to fp32 in per-thread scratch, then dotted with
+// every token. Correct for every type; the fast typed paths replace it type by type.
+void WidenedRows(const LinearParams& p, int row_begin, int row_end) {
+  thread_local std::vector<float> row;
+  row.resize(p.in_features);
+  const int64_t row_bytes = RowBytes(p.w_dtype, p.in_features);
+  for (int o = row_begin; o < row_end; ++o) {
+    DequantizeRow(static_cast<const char*>(p.w) + o * row_bytes, p.w_dtype, p.in_features,
+                  row.data());
+    for (int t = 0; t < p.num_tokens; ++t) {
+      const float* x = p.x + static_cast<int64_t>(t) * p.in_features;  // [in]
+      float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+      for (int i = 0; i < p.in_features; ++i) acc += row[i] * x[i];
+      p.y[static_cast<int64_t>(t) * p.out_features + o] = acc;
     }
-  } else {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, p.num_tokens, p.out_features,
-                p.in_features, 1.0f, p.x, p.in_features, p.w, p.in_features, 0.0f, p.y,
-                p.out_features);
   }
+}
+
+void ForRows(const LinearParams& p, ThreadPool* pool,
+             void (*rows)(const LinearParams&, int, int)) {
+  const int64_t num_items = (p.out_features + kRowsPerItem - 1) / kRowsPerItem;
+  if (pool == nullptr || num_items < 2) return rows(p, 0, p.out_features);
+  pool->ParallelFor(num_items, [&](int64_t item, int /*thread_index*/) {
+    const int row_begin = static_cast<int>(item) * kRowsPerItem;
+    rows(p, row_begin, std::min(p.out_features, row_begin + kRowsPerItem));
+  });
+}
+
+void AddBias(const LinearParams& p) {
   if (p.bias == nullptr) return;
   for (int t = 0; t < p.num_tokens; ++t) {
     float* y = p.y + static_cast<int64_t>(t) * p.out_features;  // [out_features]
     for (int o = 0; o < p.out_features; ++o) y[o] += p.bias[o];
   }
+}
+
+void LinearF32(const LinearParams& p, ThreadPool* pool) {
+  if (p.num_tokens == 1) {
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, p.out_features, p.in_features, 1.0f, static_cast<const float*>(p.w),
+                p.in_features, p.x, 1, 0.0f, p.y, 1);
+  } else if (p.num_tokens <= kMaxSmallBatch) {
+    ForRows(p, pool, &SmallBatchRows);
+  } else {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, p.num_tokens, p.out_features,
+                p.in_features, 1.0f, p.x, p.in_features, static_cast<const float*>(p.w), p.in_features, 0.0f, p.y,
+                p.out_features);
+  }
+}
+
+}  // namespace
+
+void Linear(const LinearParams& p, ThreadPool* pool) {
+  if (p.num_tokens == 0 || p.out_features == 0) return;
+  if (p.w_dtype == DType::kF32) {
+    LinearF32(p, pool);
+  } else {
+    ForRows(p, pool, &WidenedRows);
+  }
+  AddBias(p);
 }
 
 }  // namespace kvserve::kernels::cpu

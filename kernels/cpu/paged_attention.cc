@@ -5,7 +5,9 @@
 // Work is split into items (sequence, KV head, tile of up to kQueryTile query tokens). An item
 // handles all the query heads that share its KV head (GQA), so every K/V block it loads is used
 // by group * tile query rows while it is hot in cache. Items run on the ThreadPool; the item
-// table and each thread's tiles live in the caller's workspace.
+// table and each thread's tiles live in the caller's workspace. A cache stored in bf16 or f16 is
+// widened block by block into the thread's tile (one K/V block of one head at a time, so every
+// stored byte is read once per item) and the math stays fp32.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -18,7 +20,7 @@ namespace {
 
 constexpr int kQueryTile = 16;
 constexpr size_t kAlign = 64;
-constexpr int64_t kCacheLineFloats = 64 / sizeof(float);
+constexpr int64_t kCacheLineBytes = 64;
 
 struct WorkItem {
   int32_t seq;
@@ -32,7 +34,8 @@ size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 // Per-thread scratch, in floats, for rows = kQueryTile * group query rows.
 size_t ThreadScratchFloats(int group, int head_dim, int block_size) {
   const size_t rows = static_cast<size_t>(kQueryTile) * group;
-  return rows * (2 * head_dim + block_size + 2);  // q, acc, scores, max, sum
+  // q, acc, scores, max, sum; then one K and one V block widened to fp32.
+  return rows * (2 * head_dim + block_size + 2) + 2 * static_cast<size_t>(block_size) * head_dim;
 }
 
 size_t MaxItems(const AttentionShape& s) {
@@ -61,6 +64,9 @@ void RunItem(const PagedAttentionParams& p, const WorkItem& item, float* scratch
   float* scores = acc + max_rows * head_dim;          // [rows, block_size]
   float* row_max = scores + max_rows * c.block_size;  // [rows]
   float* row_sum = row_max + max_rows;                // [rows]
+  float* k_wide = row_sum + max_rows;                 // [block_size, head_dim], 16-bit caches
+  float* v_wide = k_wide + c.block_size * head_dim;   // [block_size, head_dim], 16-bit caches
+  const int64_t elem_bytes = GetDTypeInfo(c.dtype).block_bytes;
 
   // Position of the tile's first query token: the sequence's queries are its last n positions.
   const int32_t seq_begin = p.query_start[item.seq];
@@ -86,16 +92,28 @@ void RunItem(const PagedAttentionParams& p, const WorkItem& item, float* scratch
   for (int32_t key_begin = 0; key_begin < num_keys; key_begin += c.block_size) {
     const int64_t block = block_table[key_begin / c.block_size];
     const int64_t base = (block * c.num_kv_heads + item.kv_head) * head_block;
-    const float* k = c.k + base;  // [block_size, head_dim]
-    const float* v = c.v + base;  // [block_size, head_dim]
+    const float* k;  // [block_size, head_dim]
+    const float* v;  // [block_size, head_dim]
+    if (c.dtype == DType::kF32) {
+      k = static_cast<const float*>(c.k) + base;
+      v = static_cast<const float*>(c.v) + base;
+    } else {
+      const int valid = std::min<int>(c.block_size, num_keys - key_begin);
+      DequantizeRow(static_cast<const char*>(c.k) + base * elem_bytes, c.dtype, valid * head_dim, k_wide);
+      DequantizeRow(static_cast<const char*>(c.v) + base * elem_bytes, c.dtype, valid * head_dim, v_wide);
+      k = k_wide;
+      v = v_wide;
+    }
     if (key_begin + c.block_size < num_keys) {
       // Blocks are scattered, so the hardware prefetcher stops at each block's end: fetch the
       // next block's K and V while this one is computed.
       const int64_t next = block_table[key_begin / c.block_size + 1];
       const int64_t next_base = (next * c.num_kv_heads + item.kv_head) * head_block;
-      for (int64_t at = 0; at < head_block; at += kCacheLineFloats) {
-        __builtin_prefetch(c.k + next_base + at);
-        __builtin_prefetch(c.v + next_base + at);
+      const auto* k_next = static_cast<const char*>(c.k) + next_base * elem_bytes;
+      const auto* v_next = static_cast<const char*>(c.v) + next_base * elem_bytes;
+      for (int64_t at = 0; at < head_block * elem_bytes; at += kCacheLineBytes) {
+        __builtin_prefetch(k_next + at);
+        __builtin_prefetch(v_next + at);
       }
     }
     for (int i = 0; i < num_q; ++i) {

@@ -54,6 +54,44 @@ void CudaBackend::Check(cudaError_t status, const char* what) {
   first_error_ = std::string(what) + ": " + cudaGetErrorString(status);
 }
 
+void* CudaBackend::Allocate(size_t bytes) {
+  void* ptr = nullptr;
+  if (cudaMalloc(&ptr, bytes == 0 ? 1 : bytes) != cudaSuccess) {
+    cudaGetLastError();  // an out-of-memory is not sticky; clear it
+    return nullptr;
+  }
+  return ptr;
+}
+
+void CudaBackend::Free(void* ptr) {
+  if (ptr != nullptr) Check(cudaFree(ptr), "Free");
+}
+
+void CudaBackend::CopyToDevice(void* dst, const void* src, size_t bytes) {
+  // Synchronous with respect to the host buffer: the caller may reuse src at once.
+  Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "CopyToDevice");
+  Check(cudaStreamSynchronize(stream_), "CopyToDevice");
+}
+
+void CudaBackend::CopyToHost(void* dst, const void* src, size_t bytes) {
+  Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "CopyToHost");
+}
+
+void CudaBackend::CopyOnDevice(void* dst, const void* src, size_t bytes) {
+  Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "CopyOnDevice");
+}
+
+void CudaBackend::Memset(void* dst, int value, size_t bytes) {
+  Check(cudaMemsetAsync(dst, value, bytes, stream_), "Memset");
+}
+
+MemoryInfo CudaBackend::GetMemoryInfo() const {
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) return {};
+  return {.total_bytes = static_cast<int64_t>(total_bytes),
+          .free_bytes = static_cast<int64_t>(free_bytes)};
+}
+
 bool CudaBackend::Synchronize() {
   Check(cudaStreamSynchronize(stream_), "Synchronize");
   if (first_error_.empty()) return true;
@@ -68,7 +106,7 @@ void CudaBackend::Linear(const LinearParams& p) {
   const float alpha = 1.0f, beta = 0.0f;
   const cublasStatus_t status =
       cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, p.out_features, p.num_tokens, p.in_features,
-                  &alpha, p.w, p.in_features, p.x, p.in_features, &beta, p.y, p.out_features);
+                  &alpha, static_cast<const float*>(p.w), p.in_features, p.x, p.in_features, &beta, p.y, p.out_features);
   if (status != CUBLAS_STATUS_SUCCESS) {
     Check(cudaErrorUnknown, "Linear: cublasSgemm failed");
     return;

@@ -41,6 +41,14 @@ class CudaBackend final : public Backend {
   const char* name() const override { return "cuda"; }
   cudaStream_t stream() const { return stream_; }
 
+  void* Allocate(size_t bytes) override;
+  void Free(void* ptr) override;
+  void CopyToDevice(void* dst, const void* src, size_t bytes) override;
+  void CopyToHost(void* dst, const void* src, size_t bytes) override;
+  void CopyOnDevice(void* dst, const void* src, size_t bytes) override;
+  void Memset(void* dst, int value, size_t bytes) override;
+  MemoryInfo GetMemoryInfo() const override;
+
   size_t AttentionWorkspaceBytes(const AttentionShape& shape) const override;
   void Embedding(const EmbeddingParams& p) override;
   void RmsNorm(const RmsNormParams& p) override;

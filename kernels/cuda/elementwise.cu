@@ -14,7 +14,8 @@ constexpr int kMaxRopePairs = 256;  // head_dim <= 512
 
 __global__ void EmbeddingKernel(EmbeddingParams p) {
   const int64_t t = blockIdx.x;
-  const float* src = p.table + static_cast<int64_t>(p.ids[t]) * p.hidden;  // [hidden]
+  const float* src =
+      static_cast<const float*>(p.table) + static_cast<int64_t>(p.ids[t]) * p.hidden;  // [hidden]
   float* dst = p.out + t * p.hidden;                                       // [hidden]
   for (int i = threadIdx.x; i < p.hidden; i += blockDim.x) dst[i] = src[i];
 }
@@ -83,8 +84,8 @@ __global__ void WriteKvKernel(KvWriteParams p, int64_t k_stride, int64_t v_strid
     const int h = idx / c.head_dim;
     const int d = idx % c.head_dim;
     const int64_t dst = ((block * c.num_kv_heads + h) * c.block_size + offset) * c.head_dim + d;
-    c.k[dst] = p.k[t * k_stride + idx];
-    c.v[dst] = p.v[t * v_stride + idx];
+    static_cast<float*>(c.k)[dst] = p.k[t * k_stride + idx];
+    static_cast<float*>(c.v)[dst] = p.v[t * v_stride + idx];
   }
 }
 

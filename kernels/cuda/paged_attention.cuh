@@ -99,8 +99,8 @@ __global__ void __launch_bounds__(kAttentionWarps* kWarpSize)
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
       const int d = i * kWarpSize + lane;
-      k_reg[i] = d < kHeadDim ? c.k[row + d] : 0.0f;
-      v_reg[i] = d < kHeadDim ? c.v[row + d] : 0.0f;
+      k_reg[i] = d < kHeadDim ? static_cast<const float*>(c.k)[row + d] : 0.0f;
+      v_reg[i] = d < kHeadDim ? static_cast<const float*>(c.v)[row + d] : 0.0f;
     }
 #pragma unroll
     for (int h = 0; h < kMaxHeadsPerBlock; ++h) {

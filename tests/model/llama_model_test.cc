@@ -162,7 +162,7 @@ TEST_F(LlamaModelTest, PaddingTokensWriteNothingAndChangeNoLogits) {
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(RelativeError(*got, want), 0.0);
   // Block 0 (the null block) was not touched: it is still NaN.
-  EXPECT_TRUE(std::isnan(pool_->Layer(0).k[0]));
+  EXPECT_TRUE(std::isnan(static_cast<float*>(pool_->Layer(0).k)[0]));
 }
 
 TEST_F(LlamaModelTest, NoLogitRowsReturnsEmptyButFillsTheCache) {
@@ -175,7 +175,7 @@ TEST_F(LlamaModelTest, NoLogitRowsReturnsEmptyButFillsTheCache) {
   EXPECT_TRUE(logits->empty());
   const kernels::PagedKvView layer0 = pool_->Layer(0);
   const int64_t block_elements = pool_->layout().elements_per_block_per_pool();
-  EXPECT_FALSE(std::isnan(layer0.k[2 * block_elements]));  // block 2, head 0, offset 0
+  EXPECT_FALSE(std::isnan(static_cast<const float*>(layer0.k)[2 * block_elements]));  // block 2, head 0, offset 0
 }
 
 TEST_F(LlamaModelTest, ForwardAllocatesNothing) {

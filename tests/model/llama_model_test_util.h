@@ -70,8 +70,8 @@ inline void PoisonPool(HostKvPool& pool) {
   const int64_t elements = pool.layout().elements_per_block_per_pool() * pool.num_blocks();
   for (int32_t layer = 0; layer < pool.layout().num_layers; ++layer) {
     const kernels::PagedKvView view = pool.Layer(layer);
-    std::fill_n(view.k, elements, std::nanf(""));
-    std::fill_n(view.v, elements, std::nanf(""));
+    std::fill_n(static_cast<float*>(view.k), elements, std::nanf(""));
+    std::fill_n(static_cast<float*>(view.v), elements, std::nanf(""));
   }
 }
 
