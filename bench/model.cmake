@@ -1,3 +1,3 @@
 # Forward-pass benchmarks on the default model (bench/model_bench.cc).
 kvserve_add_bench(model_bench SOURCES ${CMAKE_CURRENT_LIST_DIR}/model_bench.cc
-                  LIBS kvserve_model)
+                  LIBS kvserve_engine kvserve_model)

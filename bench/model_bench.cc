@@ -1,69 +1,77 @@
-// Forward-pass throughput of the default model (SmolLM2-135M, fp32 weights dequantized from
-// Q4_1) on the CPU backend over the paged KV cache (block size 16):
-//   BM_Prefill/128           one 128-token prompt as one step: prompt tokens/s
-//   BM_Decode/B              one decode step for B sequences at context 128: tokens/s
+// Throughput of a model through the serving engine (EngineCore: scheduler, paged KV cache,
+// runner, sampling; no gRPC), so every figure measures the path that serves:
+//   BM_Prefill/128           one 128-token prompt, one step: prompt tokens/s
+//   BM_Decode/B              one decode step of B sequences at context ~128: tokens/s
 //   BM_NextToken_Cached/1000 the next token after a 1,000-token context, K/V cached
 //   BM_NextToken_Recompute/1000  the same token by recomputing the whole 1,001-token prefix
+//                                (a fresh cache salt each time, so nothing is reused)
 // The last two are the KV cache's reason to exist; their time ratio is the speed-up.
-// $KVSERVE_MODEL or the cached default model; a missing model skips with an error.
+// The model is $KVSERVE_MODEL or the cached default model; the device and types come from
+// $KVSERVE_BENCH_DEVICE (cpu, cuda), $KVSERVE_BENCH_DTYPE and $KVSERVE_BENCH_KV_DTYPE (auto).
 //
-//   build-fwd/bench/model_bench --benchmark_min_time=2
+//   build/bench/model_bench --benchmark_min_time=2
+#include <cstdlib>
 #include <memory>
-#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
-#include "kernels/cpu/cpu_backend.h"
 #include "model/default_model.h"
-#include "model/forward_batch.h"
-#include "model/kv_pool.h"
-#include "model/llama_model.h"
-#include "model/weights_loader.h"
+#include "worker/engine_core.h"
+#include "worker/request_stream.h"
+#include "worker/runner_factory.h"
 
 namespace kvserve {
 namespace {
 
 constexpr int32_t kBlockSize = 16;
-constexpr int32_t kMaxTokens = 1024 + 16;
 constexpr int32_t kMaxSeqs = 32;
-constexpr int32_t kBlocksPerSeq = (kMaxTokens + kBlockSize - 1) / kBlockSize;
+constexpr int32_t kMaxContext = 1024 + 64;
 
-// Weights, model and pool shared by every benchmark (loading takes seconds).
+std::string Env(const char* name, const char* fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : fallback;
+}
+
+// One engine shared by every benchmark (loading takes seconds); each benchmark's requests end
+// before the next one starts.
 struct Fixture {
-  ModelWeights weights;
-  kernels::cpu::CpuBackend backend{0};
-  std::unique_ptr<LlamaModel> model;
-  std::unique_ptr<HostKvPool> pool;
+  std::unique_ptr<EngineCore> core;
+  int32_t vocab = 0;
   std::string error;
+  int64_t next_id = 0;
 };
 
 Fixture& Shared() {
   static Fixture* fixture = [] {
     auto* f = new Fixture;
-    auto weights = LoadWeights(DefaultModelPath());
-    if (!weights.ok()) {
-      f->error = std::string(weights.status().message()) + " (run scripts/setup.sh)";
+    absl::StatusOr<CreatedRunner> created =
+        CreateLlamaRunner({.model = Env("KVSERVE_MODEL", DefaultModelPath().c_str()),
+                           .device = Env("KVSERVE_BENCH_DEVICE", "cpu"),
+                           .dtype = Env("KVSERVE_BENCH_DTYPE", "auto"),
+                           .kv_cache_dtype = Env("KVSERVE_BENCH_KV_DTYPE", "auto")});
+    if (!created.ok()) {
+      f->error = absl::StrCat(created.status().message(), " (run scripts/setup.sh)");
       return f;
     }
-    f->weights = std::move(weights).value();
-    ForwardLimits limits{.max_num_tokens = kMaxTokens,
-                         .max_num_seqs = kMaxSeqs,
-                         .max_context_len = kMaxTokens,
-                         .max_logit_rows = kMaxSeqs};
-    f->model = LlamaModel::Create(&f->weights, &f->backend, limits, kBlockSize).value();
-    // Sequence s owns blocks [1 + s * kBlocksPerSeq, 1 + (s + 1) * kBlocksPerSeq).
-    f->pool = HostKvPool::Create(f->model->kv_layout(), 1 + kMaxSeqs * kBlocksPerSeq).value();
+    f->vocab = created->config.vocab_size;
+    EngineOptions options;
+    options.block_size = kBlockSize;
+    options.num_kv_blocks = kMaxSeqs * (kMaxContext / kBlockSize) * 2;
+    options.max_num_seqs = kMaxSeqs;
+    options.max_num_batched_tokens = kMaxContext;
+    options.max_context_len = std::min(kMaxContext, created->config.max_context);
+    auto core = EngineCore::Create(options, std::move(created->runner), nullptr, nullptr);
+    if (!core.ok()) {
+      f->error = std::string(core.status().message());
+      return f;
+    }
+    f->core = *std::move(core);
     return f;
   }();
   return *fixture;
-}
-
-std::vector<int32_t> BlockTable(int32_t seq, int32_t num_tokens) {
-  std::vector<int32_t> table((num_tokens + kBlockSize - 1) / kBlockSize);
-  std::iota(table.begin(), table.end(), 1 + seq * kBlocksPerSeq);
-  return table;
 }
 
 std::vector<int32_t> RandomTokens(int32_t count, int32_t vocab, uint32_t seed) {
@@ -74,83 +82,109 @@ std::vector<int32_t> RandomTokens(int32_t count, int32_t vocab, uint32_t seed) {
   return tokens;
 }
 
-// Prefills `prompt` of sequence `seq` in one step; logits of the last token only.
-bool Prefill(Fixture& f, ForwardBatchBuilder& builder, int32_t seq,
-             const std::vector<int32_t>& prompt, benchmark::State& state) {
-  builder.Clear();
-  const std::vector<int32_t> table = BlockTable(seq, static_cast<int32_t>(prompt.size()));
-  if (!builder.AddSequence(prompt, 0, table, LogitsFor::kLast).ok()) return false;
-  auto logits = f.model->Forward(builder.View(), *f.pool);
-  if (!logits.ok()) state.SkipWithError(std::string(logits.status().message()).c_str());
-  return logits.ok();
+// Submits a greedy request that runs to max_tokens; a fresh cache salt keeps it off the prefix
+// cache unless `salt` is given.
+bool Submit(Fixture& f, std::vector<int32_t> prompt, int32_t max_tokens, const std::string& salt,
+            benchmark::State& state) {
+  EngineRequest request;
+  request.request_id = absl::StrCat("bench-", f.next_id++);
+  request.prompt_token_ids = std::move(prompt);
+  request.cache_salt = salt.empty() ? request.request_id : salt;
+  request.sampling.temperature = 0.0f;
+  request.sampling.max_tokens = max_tokens;
+  request.sampling.ignore_eos = true;
+  auto stream = std::make_shared<RequestStream>(request.request_id);
+  absl::Status status = f.core->ValidateRequest(request);
+  if (status.ok()) status = f.core->AddRequest(f.core->MakeRequest(request, stream, absl::Now()));
+  if (!status.ok()) state.SkipWithError(std::string(status.message()).c_str());
+  return status.ok();
+}
+
+bool Step(Fixture& f, benchmark::State& state) {
+  absl::Status status = f.core->Step();
+  if (!status.ok()) state.SkipWithError(std::string(status.message()).c_str());
+  return status.ok();
+}
+
+// Steps until every request has finished (between benchmarks and iterations).
+void Finish(Fixture& f, benchmark::State& state) {
+  while (f.core->has_work() && Step(f, state)) {
+  }
+}
+
+// The last step decoded `batch` sequences and nothing else.
+bool IsDecodeStep(const Fixture& f, int32_t batch) {
+  const StepPlan& plan = f.core->last_plan();
+  return static_cast<int32_t>(plan.sequences.size()) == batch &&
+         plan.num_scheduled_tokens() == batch;
 }
 
 void BM_Prefill(benchmark::State& state) {
   Fixture& f = Shared();
   if (!f.error.empty()) return state.SkipWithError(f.error.c_str());
   const int32_t len = static_cast<int32_t>(state.range(0));
-  const std::vector<int32_t> prompt = RandomTokens(len, f.weights.config.vocab_size, 1);
-  ForwardBatchBuilder builder(kBlockSize, kBlocksPerSeq, kMaxTokens, kMaxSeqs);
+  const std::vector<int32_t> prompt = RandomTokens(len, f.vocab, 1);
   for (auto _ : state) {
-    if (!Prefill(f, builder, 0, prompt, state)) break;
+    if (!Submit(f, prompt, 1, "", state) || !Step(f, state)) break;  // prefill + first token
+    state.PauseTiming();
+    Finish(f, state);
+    state.ResumeTiming();
   }
   state.counters["tokens/s"] =
       benchmark::Counter(static_cast<double>(len), benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_Prefill)->Arg(128)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Prefill)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// One decode step of `batch` sequences, each with a 128-token context (the step rewrites the
-// same slot every iteration, so the context stays 129).
+// One decode step of `batch` sequences with ~128 tokens of context each.
 void BM_Decode(benchmark::State& state) {
   Fixture& f = Shared();
   if (!f.error.empty()) return state.SkipWithError(f.error.c_str());
   const int32_t batch = static_cast<int32_t>(state.range(0));
   constexpr int32_t kContext = 128;
-  ForwardBatchBuilder builder(kBlockSize, kBlocksPerSeq, kMaxTokens, kMaxSeqs);
-  std::vector<std::vector<int32_t>> tables;
+  constexpr int32_t kMaxTokens = 512;  // enough decode steps for any --benchmark_min_time
   for (int32_t s = 0; s < batch; ++s) {
-    if (!Prefill(f, builder, s, RandomTokens(kContext, f.weights.config.vocab_size, 10 + s), state))
-      return;
-    tables.push_back(BlockTable(s, kContext + 1));
+    if (!Submit(f, RandomTokens(kContext, f.vocab, 10 + s), kMaxTokens, "", state)) return;
   }
-  builder.Clear();
-  const int32_t next = 42;
-  for (int32_t s = 0; s < batch; ++s) {
-    if (!builder.AddSequence({&next, 1}, kContext, tables[s], LogitsFor::kLast).ok()) {
-      return state.SkipWithError("batch does not fit");
-    }
+  // Prefill every sequence (over as many steps as the token budget needs), then time decode
+  // steps only.
+  while (!IsDecodeStep(f, batch)) {
+    if (!Step(f, state)) return;
   }
-  const ForwardBatch step = builder.View();
   for (auto _ : state) {
-    auto logits = f.model->Forward(step, *f.pool);
-    if (!logits.ok()) return state.SkipWithError(std::string(logits.status().message()).c_str());
-    benchmark::DoNotOptimize(logits->data());
+    if (!f.core->has_work()) {
+      state.SkipWithError("ran out of decode steps; lower --benchmark_min_time");
+      break;
+    }
+    if (!Step(f, state)) break;
   }
+  state.PauseTiming();
+  Finish(f, state);
+  state.ResumeTiming();
   state.counters["tokens/s"] =
       benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_Decode)->Arg(1)->Arg(8)->Arg(32)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// The next token after a context of range(0) tokens, with the context's K/V in the cache.
+// The next token after a context of range(0) tokens, with the context's K/V in the cache: a
+// decode step of one sequence whose context is already `context` long.
 void BM_NextToken_Cached(benchmark::State& state) {
   Fixture& f = Shared();
   if (!f.error.empty()) return state.SkipWithError(f.error.c_str());
   const int32_t context = static_cast<int32_t>(state.range(0));
-  const std::vector<int32_t> tokens = RandomTokens(context + 1, f.weights.config.vocab_size, 7);
-  ForwardBatchBuilder builder(kBlockSize, kBlocksPerSeq, kMaxTokens, kMaxSeqs);
-  if (!Prefill(f, builder, 0, std::vector<int32_t>(tokens.begin(), tokens.end() - 1), state)) {
-    return;
-  }
-  builder.Clear();
-  const std::vector<int32_t> table = BlockTable(0, context + 1);
-  if (!builder.AddSequence({&tokens.back(), 1}, context, table, LogitsFor::kLast).ok()) {
-    return state.SkipWithError("does not fit");
+  if (!Submit(f, RandomTokens(context, f.vocab, 7), 48, "", state)) return;
+  while (!IsDecodeStep(f, 1)) {
+    if (!Step(f, state)) return;
   }
   for (auto _ : state) {
-    auto logits = f.model->Forward(builder.View(), *f.pool);
-    if (!logits.ok()) return state.SkipWithError(std::string(logits.status().message()).c_str());
-    benchmark::DoNotOptimize(logits->data());
+    if (!f.core->has_work()) {
+      state.SkipWithError("ran out of decode steps; lower --benchmark_min_time");
+      break;
+    }
+    if (!Step(f, state)) break;
   }
+  state.PauseTiming();
+  Finish(f, state);
+  state.ResumeTiming();
 }
 BENCHMARK(BM_NextToken_Cached)->Arg(1000)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -159,10 +193,12 @@ void BM_NextToken_Recompute(benchmark::State& state) {
   Fixture& f = Shared();
   if (!f.error.empty()) return state.SkipWithError(f.error.c_str());
   const int32_t context = static_cast<int32_t>(state.range(0));
-  const std::vector<int32_t> tokens = RandomTokens(context + 1, f.weights.config.vocab_size, 7);
-  ForwardBatchBuilder builder(kBlockSize, kBlocksPerSeq, kMaxTokens, kMaxSeqs);
+  const std::vector<int32_t> tokens = RandomTokens(context + 1, f.vocab, 7);
   for (auto _ : state) {
-    if (!Prefill(f, builder, 0, tokens, state)) break;
+    if (!Submit(f, tokens, 1, "", state) || !Step(f, state)) break;
+    state.PauseTiming();
+    Finish(f, state);
+    state.ResumeTiming();
   }
 }
 BENCHMARK(BM_NextToken_Recompute)->Arg(1000)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -3,8 +3,9 @@
 # loop the CLI and benchmarks use (generator). The forward pass itself does not tokenize; the
 # tokenizer is linked PUBLIC so that users (kvserve-generate, the worker) get text in and out.
 add_library(kvserve_model STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/device_buffer.cc
+  ${CMAKE_CURRENT_LIST_DIR}/device_weights.cc
   ${CMAKE_CURRENT_LIST_DIR}/forward_batch.cc
-  ${CMAKE_CURRENT_LIST_DIR}/generator.cc
   ${CMAKE_CURRENT_LIST_DIR}/kv_pool.cc
   ${CMAKE_CURRENT_LIST_DIR}/llama_model.cc
 )

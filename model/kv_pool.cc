@@ -1,6 +1,5 @@
 #include "model/kv_pool.h"
 
-#include <algorithm>
 #include <string>
 
 #include "absl/status/status.h"
@@ -8,49 +7,79 @@
 
 namespace kvserve {
 
-absl::StatusOr<std::unique_ptr<HostKvPool>> HostKvPool::Create(const KvLayout& layout,
-                                                               int32_t num_blocks) {
-  if (absl::Status status = layout.Validate(); !status.ok()) return status;
-  if (layout.dtype != KvDtype::kF32) {
-    return absl::InvalidArgumentError(absl::StrCat("HostKvPool holds fp32 K/V, layout dtype is ",
-                                                   std::string(KvDtypeName(layout.dtype))));
+absl::StatusOr<kernels::DType> KvKernelDType(KvDtype dtype) {
+  switch (dtype) {
+    case KvDtype::kF32:
+      return kernels::DType::kF32;
+    case KvDtype::kBF16:
+      return kernels::DType::kBF16;
+    case KvDtype::kF16:
+      return kernels::DType::kF16;
+    case KvDtype::kFp8:
+      break;
   }
+  return absl::InvalidArgumentError(
+      absl::StrCat("KV cache dtype ", std::string(KvDtypeName(dtype)), " is not supported"));
+}
+
+absl::StatusOr<KvDtype> ParseKvDtype(std::string_view value, kernels::DType weights,
+                                     std::string_view flag) {
+  if (value == "float32") return KvDtype::kF32;
+  if (value == "bfloat16") return KvDtype::kBF16;
+  if (value == "float16") return KvDtype::kF16;
+  if (value == "auto") {
+    if (weights == kernels::DType::kBF16) return KvDtype::kBF16;
+    if (weights == kernels::DType::kF16) return KvDtype::kF16;
+    return KvDtype::kF32;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      std::string(flag), ": must be auto, float32, bfloat16 or float16, got \"",
+      std::string(value), "\""));
+}
+
+absl::StatusOr<std::unique_ptr<KvPool>> KvPool::Create(const KvLayout& layout, int32_t num_blocks,
+                                                       kernels::Backend* backend) {
+  if (absl::Status status = layout.Validate(); !status.ok()) return status;
+  absl::StatusOr<kernels::DType> dtype = KvKernelDType(layout.dtype);
+  if (!dtype.ok()) return dtype.status();
   if (num_blocks < 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("num_blocks: ", num_blocks, ", want >= 2 (block 0 is the null block)"));
   }
   const int64_t total_bytes = 2 * layout.num_layers * layout.pool_bytes(num_blocks);
-  constexpr int64_t kMaxBytes = int64_t{64} << 30;
-  if (total_bytes > kMaxBytes) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("KV pool of ", num_blocks, " blocks needs ", total_bytes, " bytes"));
-  }
-  return std::unique_ptr<HostKvPool>(new HostKvPool(layout, num_blocks));
+  absl::StatusOr<DeviceBuffer> memory =
+      DeviceBuffer::Allocate(backend, static_cast<size_t>(total_bytes),
+                             absl::StrCat("the KV pool of ", num_blocks, " blocks"));
+  if (!memory.ok()) return memory.status();
+  std::unique_ptr<KvPool> pool(
+      new KvPool(layout, num_blocks, *dtype, backend, *std::move(memory)));
+  pool->Clear();
+  return pool;
 }
 
-HostKvPool::HostKvPool(const KvLayout& layout, int32_t num_blocks)
-    : layout_(layout), num_blocks_(num_blocks) {
-  const size_t elements = static_cast<size_t>(layout.elements_per_block_per_pool()) * num_blocks;
-  k_.assign(layout.num_layers, std::vector<float>(elements, 0.0f));
-  v_.assign(layout.num_layers, std::vector<float>(elements, 0.0f));
-}
-
-int64_t HostKvPool::bytes() const {
-  return 2 * layout_.num_layers * layout_.pool_bytes(num_blocks_);
-}
-
-kernels::PagedKvView HostKvPool::Layer(int32_t layer) {
-  return kernels::PagedKvView{.k = k_[layer].data(),
-                              .v = v_[layer].data(),
+kernels::PagedKvView KvPool::Layer(int32_t layer) const {
+  const int64_t pool_bytes = layout_.pool_bytes(num_blocks_);
+  char* k = memory_.as<char>() + 2 * layer * pool_bytes;
+  return kernels::PagedKvView{.k = k,
+                              .v = k + pool_bytes,
                               .num_blocks = num_blocks_,
                               .num_kv_heads = layout_.num_kv_heads_local,
                               .block_size = layout_.block_size,
-                              .head_dim = layout_.head_dim};
+                              .head_dim = layout_.head_dim,
+                              .dtype = dtype_};
 }
 
-void HostKvPool::Clear() {
-  for (auto& pool : k_) std::fill(pool.begin(), pool.end(), 0.0f);
-  for (auto& pool : v_) std::fill(pool.begin(), pool.end(), 0.0f);
+void KvPool::CopyBlock(int32_t src, int32_t dst) {
+  const int64_t block_bytes = layout_.bytes_per_block_per_pool();
+  for (int32_t layer = 0; layer < layout_.num_layers; ++layer) {
+    const kernels::PagedKvView view = Layer(layer);
+    for (void* pool : {view.k, view.v}) {
+      char* bytes = static_cast<char*>(pool);
+      backend_->CopyOnDevice(bytes + dst * block_bytes, bytes + src * block_bytes, block_bytes);
+    }
+  }
 }
+
+void KvPool::Clear() { backend_->Memset(memory_.data(), 0, memory_.bytes()); }
 
 }  // namespace kvserve

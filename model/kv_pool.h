@@ -1,48 +1,72 @@
-// HostKvPool: the memory of the paged KV cache in host RAM, fp32, for the CPU forward pass.
-// For every layer one K pool and one V pool, each [num_blocks, num_kv_heads, block_size,
-// head_dim] as kvcache/kv_layout.h describes. The KV cache manager (kvcache/) decides which
-// block holds what; this object only owns the floats and hands out per-layer kernel views.
+// KvPool: the memory of the paged KV cache of one rank, in a backend's memory (host RAM for the
+// CPU backend, GPU memory for CUDA), stored as the layout's dtype (f32, bf16 or f16). For every
+// layer one K pool and one V pool, each [num_blocks, num_kv_heads, block_size, head_dim] as
+// kvcache/kv_layout.h describes. The KV cache manager (kvcache/) decides which block holds what;
+// this object only owns the memory and hands out per-layer kernel views.
 //
-// Memory is allocated once in Create and zero-filled; nothing allocates afterwards.
+// Memory is allocated once in Create (one buffer for all layers) and zero-filled; nothing
+// allocates afterwards.
 // Thread-safety: not synchronised; the engine thread (or a test) owns it.
 #ifndef KVSERVE_MODEL_KV_POOL_H_
 #define KVSERVE_MODEL_KV_POOL_H_
 
 #include <cstdint>
 #include <memory>
-#include <vector>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "kernels/kernels.h"
 #include "kvcache/kv_layout.h"
+#include "model/device_buffer.h"
 
 namespace kvserve {
 
-class HostKvPool {
+// The kernels' name of a KV dtype; INVALID_ARGUMENT for one the kernels cannot store (fp8).
+absl::StatusOr<kernels::DType> KvKernelDType(KvDtype dtype);
+
+// The KV dtype a flag names: "float32", "bfloat16", "float16", or "auto" (= `weights`, the
+// weight storage type). INVALID_ARGUMENT naming `flag` otherwise.
+absl::StatusOr<KvDtype> ParseKvDtype(std::string_view value, kernels::DType weights,
+                                     std::string_view flag);
+
+class KvPool {
  public:
-  // Allocates num_blocks blocks (block 0, the null block, included) for every layer.
-  // INVALID_ARGUMENT when the layout is invalid, its dtype is not kF32, or num_blocks < 2;
-  // RESOURCE_EXHAUSTED when the pools would exceed 64 GiB (a sign of a wrong budget).
-  static absl::StatusOr<std::unique_ptr<HostKvPool>> Create(const KvLayout& layout,
-                                                            int32_t num_blocks);
+  // Allocates num_blocks blocks (block 0, the null block, included) for every layer in
+  // backend's memory. INVALID_ARGUMENT when the layout is invalid, its dtype is not f32, bf16 or
+  // f16, or num_blocks < 2; RESOURCE_EXHAUSTED when the backend has not the memory.
+  // REQUIRES: backend outlives the pool.
+  static absl::StatusOr<std::unique_ptr<KvPool>> Create(const KvLayout& layout,
+                                                        int32_t num_blocks,
+                                                        kernels::Backend* backend);
 
   const KvLayout& layout() const { return layout_; }
   int32_t num_blocks() const { return num_blocks_; }
-  int64_t bytes() const;
+  int64_t bytes() const { return static_cast<int64_t>(memory_.bytes()); }
+  kernels::Backend* backend() const { return backend_; }
 
   // The view the kernels take for layer `layer`. REQUIRES: 0 <= layer < layout().num_layers.
-  kernels::PagedKvView Layer(int32_t layer);
+  kernels::PagedKvView Layer(int32_t layer) const;
+
+  // Copies block src to block dst in every layer, K and V (a forked sequence's partial block).
+  void CopyBlock(int32_t src, int32_t dst);
 
   // Fills every pool with zeros (tests use it to start over without reallocating).
   void Clear();
 
  private:
-  HostKvPool(const KvLayout& layout, int32_t num_blocks);
+  KvPool(const KvLayout& layout, int32_t num_blocks, kernels::DType dtype,
+         kernels::Backend* backend, DeviceBuffer memory)
+      : layout_(layout),
+        num_blocks_(num_blocks),
+        dtype_(dtype),
+        backend_(backend),
+        memory_(std::move(memory)) {}
 
   KvLayout layout_;
   int32_t num_blocks_;
-  std::vector<std::vector<float>> k_;  // [num_layers][num_blocks, kv_heads, block_size, head_dim]
-  std::vector<std::vector<float>> v_;  // [num_layers][num_blocks, kv_heads, block_size, head_dim]
+  kernels::DType dtype_;
+  kernels::Backend* backend_;
+  DeviceBuffer memory_;  // [num_layers][K, V][num_blocks, kv_heads, block_size, head_dim]
 };
 
 }  // namespace kvserve

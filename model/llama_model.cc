@@ -33,28 +33,39 @@ kernels::RopeConfig ToKernelRope(const ModelConfig& config) {
   return rope;
 }
 
-// The bias pointer the kernels take: null when the layer has none (empty vector).
-const float* BiasOrNull(const std::vector<float>& bias) {
-  return bias.empty() ? nullptr : bias.data();
-}
-
 absl::Status BatchError(const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("ForwardBatch: ", what));
 }
 
+// Offsets (in int32s) of each array in the metadata buffer, for the limits' largest step.
+struct MetadataLayout {
+  int64_t token_ids, positions, slot_mapping, query_start, context_lens, logit_rows, block_tables,
+      total;
+  MetadataLayout(int64_t max_tokens, int64_t max_seqs, int64_t max_rows, int64_t max_blocks) {
+    token_ids = 0;
+    positions = token_ids + max_tokens;
+    slot_mapping = positions + max_tokens;
+    query_start = slot_mapping + max_tokens;
+    context_lens = query_start + max_seqs + 1;
+    logit_rows = context_lens + max_seqs;
+    block_tables = logit_rows + max_rows;
+    total = block_tables + max_seqs * max_blocks;
+  }
+};
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const ModelWeights* weights,
-                                                               kernels::Backend* backend,
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const DeviceWeights* weights,
                                                                const ForwardLimits& limits,
-                                                               int32_t block_size) {
-  if (weights == nullptr || backend == nullptr) {
-    return absl::InvalidArgumentError("LlamaModel: weights and backend must be non-null");
-  }
-  if (absl::Status status = weights->Validate(); !status.ok()) return status;
+                                                               int32_t block_size,
+                                                               KvDtype kv_dtype) {
+  if (weights == nullptr) return absl::InvalidArgumentError("LlamaModel: weights must be non-null");
   if (absl::Status status = ValidateBlockSize(block_size); !status.ok()) return status;
+  if (absl::StatusOr<kernels::DType> dtype = KvKernelDType(kv_dtype); !dtype.ok()) {
+    return dtype.status();
+  }
   ForwardLimits resolved = limits;
-  if (resolved.max_context_len == 0) resolved.max_context_len = weights->config.max_context;
+  if (resolved.max_context_len == 0) resolved.max_context_len = weights->config().max_context;
   if (resolved.max_logit_rows == 0) resolved.max_logit_rows = resolved.max_num_seqs;
   if (resolved.max_num_tokens <= 0 || resolved.max_num_seqs <= 0 || resolved.max_context_len <= 0 ||
       resolved.max_logit_rows <= 0) {
@@ -63,50 +74,101 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const ModelWeight
         ", max_num_seqs ", resolved.max_num_seqs, ", max_context_len ", resolved.max_context_len,
         ", max_logit_rows ", resolved.max_logit_rows, ")"));
   }
-  return std::unique_ptr<LlamaModel>(new LlamaModel(weights, backend, resolved, block_size));
+  std::unique_ptr<LlamaModel> model(new LlamaModel(weights, resolved, block_size, kv_dtype));
+  if (absl::Status status = model->AllocateRunState(); !status.ok()) return status;
+  return model;
 }
 
-LlamaModel::LlamaModel(const ModelWeights* weights, kernels::Backend* backend,
-                       const ForwardLimits& limits, int32_t block_size)
+LlamaModel::LlamaModel(const DeviceWeights* weights, const ForwardLimits& limits,
+                       int32_t block_size, KvDtype kv_dtype)
     : weights_(weights),
-      backend_(backend),
+      backend_(weights->backend()),
       limits_(limits),
       block_size_(block_size),
-      rope_(ToKernelRope(weights->config)) {
-  const ModelConfig& c = weights->config;
-  const size_t tokens = limits.max_num_tokens;
-  const size_t rows = limits.max_logit_rows;
-  state_.residual.resize(tokens * c.hidden_size);
-  state_.normed.resize(tokens * c.hidden_size);
-  state_.delta.resize(tokens * c.hidden_size);
-  state_.q.resize(tokens * c.num_heads * c.head_dim);
-  state_.k.resize(tokens * c.num_kv_heads * c.head_dim);
-  state_.v.resize(tokens * c.num_kv_heads * c.head_dim);
-  state_.attn.resize(tokens * c.num_heads * c.head_dim);
-  state_.gate.resize(tokens * c.intermediate_size);
-  state_.up.resize(tokens * c.intermediate_size);
-  state_.last.resize(rows * c.hidden_size);
-  state_.logits.resize(rows * c.vocab_size);
-  const kernels::AttentionShape shape{.max_num_tokens = limits.max_num_tokens,
-                                      .max_num_seqs = limits.max_num_seqs,
-                                      .max_context_len = limits.max_context_len,
+      max_blocks_per_seq_((limits.max_context_len + block_size - 1) / block_size),
+      kv_dtype_(kv_dtype),
+      rope_(ToKernelRope(weights->config())) {}
+
+absl::Status LlamaModel::AllocateRunState() {
+  const ModelConfig& c = config();
+  const int64_t T = limits_.max_num_tokens;
+  const int64_t R = limits_.max_logit_rows;
+  const int64_t S = limits_.max_num_seqs;
+  auto allocate = [&](int64_t bytes, const char* what) -> absl::StatusOr<void*> {
+    absl::StatusOr<DeviceBuffer> buffer =
+        DeviceBuffer::Allocate(backend_, static_cast<size_t>(bytes), what);
+    if (!buffer.ok()) return buffer.status();
+    activation_bytes_ += bytes;
+    void* data = buffer->data();
+    buffers_.push_back(*std::move(buffer));
+    return data;
+  };
+  const int64_t q_dim = int64_t{c.num_heads} * c.head_dim;
+  const int64_t kv_dim = int64_t{c.num_kv_heads} * c.head_dim;
+  struct FloatBuffer {
+    float** field;
+    int64_t floats;
+  };
+  RunState& s = state_;
+  for (const FloatBuffer& b : {FloatBuffer{&s.residual, T * c.hidden_size},
+                               FloatBuffer{&s.normed, T * c.hidden_size},
+                               FloatBuffer{&s.delta, T * c.hidden_size},
+                               FloatBuffer{&s.q, T * q_dim},
+                               FloatBuffer{&s.k, T * kv_dim},
+                               FloatBuffer{&s.v, T * kv_dim},
+                               FloatBuffer{&s.attn, T * q_dim},
+                               FloatBuffer{&s.gate, T * c.intermediate_size},
+                               FloatBuffer{&s.up, T * c.intermediate_size},
+                               FloatBuffer{&s.last, R * c.hidden_size},
+                               FloatBuffer{&s.logits, R * c.vocab_size}}) {
+    absl::StatusOr<void*> data = allocate(b.floats * int64_t{sizeof(float)}, "activations");
+    if (!data.ok()) return data.status();
+    *b.field = static_cast<float*>(*data);
+  }
+  absl::StatusOr<void*> greedy = allocate(R * int64_t{sizeof(int32_t)}, "activations");
+  if (!greedy.ok()) return greedy.status();
+  s.greedy = static_cast<int32_t*>(*greedy);
+
+  const MetadataLayout layout(T, S, R, max_blocks_per_seq_);
+  absl::StatusOr<void*> metadata = allocate(layout.total * int64_t{sizeof(int32_t)}, "metadata");
+  if (!metadata.ok()) return metadata.status();
+  auto* base = static_cast<int32_t*>(*metadata);
+  s.token_ids = base + layout.token_ids;
+  s.positions = base + layout.positions;
+  s.slot_mapping = base + layout.slot_mapping;
+  s.query_start = base + layout.query_start;
+  s.context_lens = base + layout.context_lens;
+  s.logit_rows = base + layout.logit_rows;
+  s.block_tables = base + layout.block_tables;
+  staging_.assign(layout.total, 0);
+
+  const kernels::AttentionShape shape{.max_num_tokens = limits_.max_num_tokens,
+                                      .max_num_seqs = limits_.max_num_seqs,
+                                      .max_context_len = limits_.max_context_len,
                                       .num_heads = c.num_heads,
                                       .num_kv_heads = c.num_kv_heads,
                                       .head_dim = c.head_dim,
-                                      .block_size = block_size};
-  state_.attention_workspace.resize(backend->AttentionWorkspaceBytes(shape));
+                                      .block_size = block_size_};
+  s.attention_workspace_bytes = backend_->AttentionWorkspaceBytes(shape);
+  absl::StatusOr<void*> workspace =
+      allocate(static_cast<int64_t>(s.attention_workspace_bytes), "attention workspace");
+  if (!workspace.ok()) return workspace.status();
+  s.attention_workspace = *workspace;
+  host_greedy_.assign(R, 0);
+  host_logits_.assign(R * c.vocab_size, 0.0f);
+  return absl::OkStatus();
 }
 
 KvLayout LlamaModel::kv_layout() const {
-  const ModelConfig& c = weights_->config;
+  const ModelConfig& c = config();
   return KvLayout{.num_layers = c.num_layers,
                   .num_kv_heads_local = c.num_kv_heads,
                   .block_size = block_size_,
                   .head_dim = c.head_dim,
-                  .dtype = KvDtype::kF32};
+                  .dtype = kv_dtype_};
 }
 
-absl::Status LlamaModel::ValidateBatch(const ForwardBatch& b, const HostKvPool& kv) const {
+absl::Status LlamaModel::ValidateBatch(const ForwardBatch& b, const KvPool& kv) const {
   const KvLayout& layout = kv.layout();
   const KvLayout want = kv_layout();
   if (layout.num_layers != want.num_layers ||
@@ -159,135 +221,258 @@ absl::Status LlamaModel::ValidateBatch(const ForwardBatch& b, const HostKvPool& 
   return absl::OkStatus();
 }
 
-void LlamaModel::Linear(const float* x, const std::vector<float>& w, const float* bias, float* y,
-                        int32_t num_tokens, int32_t in_features, int32_t out_features) {
+void LlamaModel::UploadMetadata(const ForwardBatch& b, const StepShape& shape) {
+  const MetadataLayout layout(limits_.max_num_tokens, limits_.max_num_seqs,
+                              limits_.max_logit_rows, max_blocks_per_seq_);
+  int32_t* out = staging_.data();
+  const int32_t T = b.num_tokens();
+  const int32_t S = b.num_seqs();
+  const int32_t R = b.num_logit_rows();
+  std::copy(b.token_ids.begin(), b.token_ids.end(), out + layout.token_ids);
+  std::copy(b.positions.begin(), b.positions.end(), out + layout.positions);
+  std::copy(b.slot_mapping.begin(), b.slot_mapping.end(), out + layout.slot_mapping);
+  out[layout.query_start] = 0;
+  std::copy(b.query_start.begin(), b.query_start.end(), out + layout.query_start);
+  std::copy(b.context_lens.begin(), b.context_lens.end(), out + layout.context_lens);
+  std::copy(b.logit_rows.begin(), b.logit_rows.end(), out + layout.logit_rows);
+  const int32_t stride = shape.block_table_stride;
+  int32_t* tables = out + layout.block_tables;
+  for (int32_t s = 0; s < S; ++s) {
+    const int32_t* row = b.block_tables.data() + static_cast<int64_t>(s) * b.max_blocks_per_seq;
+    std::copy(row, row + std::min(stride, b.max_blocks_per_seq), tables + int64_t{s} * stride);
+  }
+  // A graph step of shape.num_seqs > S: each missing sequence is one padding token (never
+  // written: slot -1) that attends to position 0 of the null block.
+  for (int32_t t = T; t < shape.num_tokens; ++t) {
+    out[layout.token_ids + t] = 0;
+    out[layout.positions + t] = 0;
+    out[layout.slot_mapping + t] = -1;
+  }
+  for (int32_t s = S; s < shape.num_seqs; ++s) {
+    out[layout.query_start + s + 1] = out[layout.query_start + s] + 1;
+    out[layout.context_lens + s] = 1;
+    tables[int64_t{s} * stride] = 0;
+  }
+  for (int32_t r = R; r < shape.num_logit_rows; ++r) out[layout.logit_rows + r] = r;
+  const int64_t used = layout.block_tables + int64_t{shape.num_seqs} * stride;
+  backend_->CopyToDevice(state_.token_ids, staging_.data(), used * sizeof(int32_t));
+}
+
+void LlamaModel::Linear(const float* x, const WeightView& w, const float* bias, float* y,
+                        int32_t num_tokens) {
   backend_->Linear({.x = x,
-                    .w = w.data(),
+                    .w = w.data,
                     .bias = bias,
                     .y = y,
                     .num_tokens = num_tokens,
-                    .in_features = in_features,
-                    .out_features = out_features});
+                    .in_features = static_cast<int32_t>(w.cols),
+                    .out_features = static_cast<int32_t>(w.rows),
+                    .w_dtype = w.dtype});
 }
 
 // normed -> q, k, v -> cache -> attention over the paged cache -> delta = attn Wo^T.
-void LlamaModel::Attention(const ForwardBatch& b, const LayerWeights& layer, int32_t layer_index,
-                           HostKvPool& kv) {
+void LlamaModel::Attention(const StepShape& shape, const DeviceLayer& layer, int32_t layer_index,
+                           KvPool& kv) {
   const ModelConfig& c = config();
-  const int32_t T = b.num_tokens();
-  const int32_t q_dim = c.num_heads * c.head_dim;
-  const int32_t kv_dim = c.num_kv_heads * c.head_dim;
+  const int32_t T = shape.num_tokens;
   RunState& s = state_;
-  Linear(s.normed.data(), layer.wq, BiasOrNull(layer.bq), s.q.data(), T, c.hidden_size, q_dim);
-  Linear(s.normed.data(), layer.wk, BiasOrNull(layer.bk), s.k.data(), T, c.hidden_size, kv_dim);
-  Linear(s.normed.data(), layer.wv, BiasOrNull(layer.bv), s.v.data(), T, c.hidden_size, kv_dim);
-  backend_->Rope({.q = s.q.data(),
-                  .k = s.k.data(),
-                  .positions = b.positions.data(),
+  Linear(s.normed, layer.wq, layer.bq, s.q, T);
+  Linear(s.normed, layer.wk, layer.bk, s.k, T);
+  Linear(s.normed, layer.wv, layer.bv, s.v, T);
+  backend_->Rope({.q = s.q,
+                  .k = s.k,
+                  .positions = s.positions,
                   .num_tokens = T,
                   .num_heads = c.num_heads,
                   .num_kv_heads = c.num_kv_heads,
                   .config = rope_});
   const kernels::PagedKvView cache = kv.Layer(layer_index);
-  backend_->WriteKv({.k = s.k.data(),
-                     .v = s.v.data(),
-                     .slot_mapping = b.slot_mapping.data(),
-                     .num_tokens = T,
-                     .cache = cache});
-  int32_t max_query_len = 0;
-  int32_t max_context_len = 0;
-  for (int32_t seq = 0; seq < b.num_seqs(); ++seq) {
-    max_query_len = std::max(max_query_len, b.query_start[seq + 1] - b.query_start[seq]);
-    max_context_len = std::max(max_context_len, b.context_lens[seq]);
-  }
-  backend_->PagedAttention({.q = s.q.data(),
-                            .out = s.attn.data(),
-                            .query_start = b.query_start.data(),
-                            .context_lens = b.context_lens.data(),
-                            .block_tables = b.block_tables.data(),
+  backend_->WriteKv(
+      {.k = s.k, .v = s.v, .slot_mapping = s.slot_mapping, .num_tokens = T, .cache = cache});
+  backend_->PagedAttention({.q = s.q,
+                            .out = s.attn,
+                            .query_start = s.query_start,
+                            .context_lens = s.context_lens,
+                            .block_tables = s.block_tables,
                             .num_tokens = T,
-                            .num_seqs = b.num_seqs(),
+                            .num_seqs = shape.num_seqs,
                             .num_heads = c.num_heads,
-                            .max_blocks_per_seq = b.max_blocks_per_seq,
-                            .max_query_len = max_query_len,
-                            .max_context_len = max_context_len,
+                            .max_blocks_per_seq = shape.block_table_stride,
+                            .max_query_len = shape.max_query_len,
+                            .max_context_len = shape.max_context_len,
                             .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
                             .cache = cache,
-                            .workspace = s.attention_workspace.data(),
-                            .workspace_bytes = s.attention_workspace.size()});
-  Linear(s.attn.data(), layer.wo, nullptr, s.delta.data(), T, q_dim, c.hidden_size);
+                            .workspace = s.attention_workspace,
+                            .workspace_bytes = s.attention_workspace_bytes});
+  Linear(s.attn, layer.wo, nullptr, s.delta, T);
 }
 
 // normed -> delta = (silu(normed Wg^T) * normed Wu^T) Wd^T.
-void LlamaModel::Mlp(int32_t num_tokens, const LayerWeights& layer) {
-  const ModelConfig& c = config();
+void LlamaModel::Mlp(int32_t num_tokens, const DeviceLayer& layer) {
   RunState& s = state_;
-  Linear(s.normed.data(), layer.w_gate, nullptr, s.gate.data(), num_tokens, c.hidden_size,
-         c.intermediate_size);
-  Linear(s.normed.data(), layer.w_up, nullptr, s.up.data(), num_tokens, c.hidden_size,
-         c.intermediate_size);
-  backend_->SiluAndMul({.gate = s.gate.data(),
-                        .up = s.up.data(),
-                        .out = s.gate.data(),
+  Linear(s.normed, layer.w_gate, nullptr, s.gate, num_tokens);
+  Linear(s.normed, layer.w_up, nullptr, s.up, num_tokens);
+  backend_->SiluAndMul({.gate = s.gate,
+                        .up = s.up,
+                        .out = s.gate,
                         .num_tokens = num_tokens,
-                        .intermediate = c.intermediate_size});
-  Linear(s.gate.data(), layer.w_down, nullptr, s.delta.data(), num_tokens, c.intermediate_size,
-         c.hidden_size);
+                        .intermediate = config().intermediate_size});
+  Linear(s.gate, layer.w_down, nullptr, s.delta, num_tokens);
 }
 
-absl::StatusOr<absl::Span<const float>> LlamaModel::Forward(const ForwardBatch& b, HostKvPool& kv) {
-  if (absl::Status status = ValidateBatch(b, kv); !status.ok()) return status;
+void LlamaModel::Compute(const StepShape& shape, KvPool& kv) {
   const ModelConfig& c = config();
-  const int32_t T = b.num_tokens();
-  const int32_t R = b.num_logit_rows();
+  const int32_t T = shape.num_tokens;
+  const int32_t R = shape.num_logit_rows;
   RunState& s = state_;
-  if (T == 0) return absl::Span<const float>(s.logits.data(), 0);
-
-  backend_->Embedding({.ids = b.token_ids.data(),
-                       .table = weights_->token_embedding.data(),
-                       .out = s.residual.data(),
+  const WeightView& embedding = weights_->embedding();
+  backend_->Embedding({.ids = s.token_ids,
+                       .table = embedding.data,
+                       .out = s.residual,
                        .num_tokens = T,
                        .vocab = c.vocab_size,
-                       .hidden = c.hidden_size});
+                       .hidden = c.hidden_size,
+                       .table_dtype = embedding.dtype});
   // The residual add of each sub-layer output (delta) is fused into the next norm.
-  auto add_and_norm = [&](const std::vector<float>& weight, bool add) {
+  auto add_and_norm = [&](const float* weight, bool add) {
     if (add) {
-      backend_->AddRmsNorm({.residual = s.residual.data(),
-                            .x = s.delta.data(),
-                            .weight = weight.data(),
-                            .out = s.normed.data(),
+      backend_->AddRmsNorm({.residual = s.residual,
+                            .x = s.delta,
+                            .weight = weight,
+                            .out = s.normed,
                             .num_tokens = T,
                             .hidden = c.hidden_size,
                             .eps = c.rms_norm_eps});
     } else {
-      backend_->RmsNorm({.x = s.residual.data(),
-                         .weight = weight.data(),
-                         .out = s.normed.data(),
+      backend_->RmsNorm({.x = s.residual,
+                         .weight = weight,
+                         .out = s.normed,
                          .num_tokens = T,
                          .hidden = c.hidden_size,
                          .eps = c.rms_norm_eps});
     }
   };
   for (int32_t l = 0; l < c.num_layers; ++l) {
-    const LayerWeights& layer = weights_->layers[l];
+    const DeviceLayer& layer = weights_->layer(l);
     add_and_norm(layer.attn_norm, /*add=*/l > 0);
-    Attention(b, layer, l, kv);
+    Attention(shape, layer, l, kv);
     add_and_norm(layer.ffn_norm, /*add=*/true);
     Mlp(T, layer);
   }
-  add_and_norm(weights_->final_norm, /*add=*/true);
-
-  if (R == 0) return absl::Span<const float>(s.logits.data(), 0);
-  backend_->GatherRows({.src = s.normed.data(),
-                        .rows = b.logit_rows.data(),
-                        .dst = s.last.data(),
+  add_and_norm(weights_->final_norm(), /*add=*/true);
+  if (R == 0) return;
+  backend_->GatherRows({.src = s.normed,
+                        .rows = s.logit_rows,
+                        .dst = s.last,
                         .src_rows = T,
                         .num_rows = R,
                         .cols = c.hidden_size});
-  Linear(s.last.data(), weights_->output_weight(), nullptr, s.logits.data(), R, c.hidden_size,
-         c.vocab_size);
-  if (!backend_->Synchronize()) return absl::InternalError("backend reported an error");
-  return absl::Span<const float>(s.logits.data(), static_cast<size_t>(R) * c.vocab_size);
+  Linear(s.last, weights_->output(), nullptr, s.logits, R);
+  backend_->Argmax({.logits = s.logits, .ids = s.greedy, .num_rows = R, .vocab = c.vocab_size});
+}
+
+kernels::Graph* LlamaModel::DecodeGraphFor(const ForwardBatch& b, const KvPool& kv,
+                                           StepShape* shape) {
+  const int32_t S = b.num_seqs();
+  if (graphs_.empty() || &kv != graph_pool_ || S == 0 || b.num_tokens() != S ||
+      b.num_logit_rows() != S) {
+    return nullptr;
+  }
+  for (int32_t s = 0; s < S; ++s) {
+    if (b.query_start[s + 1] != s + 1 || b.logit_rows[s] != s) return nullptr;
+  }
+  auto bucket = graphs_.lower_bound(S);
+  if (bucket == graphs_.end()) return nullptr;
+  const int32_t B = bucket->first;
+  *shape = StepShape{.num_tokens = B,
+                     .num_seqs = B,
+                     .num_logit_rows = B,
+                     .max_query_len = 1,
+                     .max_context_len = limits_.max_context_len,
+                     .block_table_stride = max_blocks_per_seq_};
+  return bucket->second.get();
+}
+
+absl::Status LlamaModel::ForwardOnDevice(const ForwardBatch& b, KvPool& kv) {
+  if (absl::Status status = ValidateBatch(b, kv); !status.ok()) return status;
+  last_logit_rows_ = b.num_logit_rows();
+  if (b.num_tokens() == 0) return absl::OkStatus();
+  StepShape shape;
+  if (kernels::Graph* graph = DecodeGraphFor(b, kv, &shape); graph != nullptr) {
+    UploadMetadata(b, shape);
+    if (!graph->Replay()) return absl::InternalError("replaying a decode graph failed");
+    return absl::OkStatus();
+  }
+  shape = StepShape{.num_tokens = b.num_tokens(),
+                    .num_seqs = b.num_seqs(),
+                    .num_logit_rows = b.num_logit_rows(),
+                    .max_query_len = 0,
+                    .max_context_len = 0,
+                    .block_table_stride = 1};
+  for (int32_t seq = 0; seq < b.num_seqs(); ++seq) {
+    shape.max_query_len = std::max(shape.max_query_len, b.query_start[seq + 1] - b.query_start[seq]);
+    shape.max_context_len = std::max(shape.max_context_len, b.context_lens[seq]);
+  }
+  // Eager steps pass the block tables cut to the longest sequence of the step, not the
+  // context limit: fewer bytes to copy, and the kernels' rows stay short.
+  shape.block_table_stride = std::max(1, (shape.max_context_len + block_size_ - 1) / block_size_);
+  UploadMetadata(b, shape);
+  Compute(shape, kv);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<absl::Span<const int32_t>> LlamaModel::GreedyTokens() {
+  const size_t R = static_cast<size_t>(last_logit_rows_);
+  if (R > 0) backend_->CopyToHost(host_greedy_.data(), state_.greedy, R * sizeof(int32_t));
+  if (!backend_->Synchronize()) return absl::InternalError("the backend reported an error");
+  return absl::Span<const int32_t>(host_greedy_.data(), R);
+}
+
+absl::StatusOr<absl::Span<const float>> LlamaModel::LogitRows(absl::Span<const int32_t> rows) {
+  const size_t vocab = static_cast<size_t>(config().vocab_size);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    backend_->CopyToHost(host_logits_.data() + i * vocab, state_.logits + rows[i] * vocab,
+                         vocab * sizeof(float));
+  }
+  if (!backend_->Synchronize()) return absl::InternalError("the backend reported an error");
+  return absl::Span<const float>(host_logits_.data(), rows.size() * vocab);
+}
+
+absl::StatusOr<absl::Span<const float>> LlamaModel::Forward(const ForwardBatch& b, KvPool& kv) {
+  if (absl::Status status = ForwardOnDevice(b, kv); !status.ok()) return status;
+  const size_t count = static_cast<size_t>(last_logit_rows_) * config().vocab_size;
+  if (count > 0) backend_->CopyToHost(host_logits_.data(), state_.logits, count * sizeof(float));
+  if (!backend_->Synchronize()) return absl::InternalError("the backend reported an error");
+  return absl::Span<const float>(host_logits_.data(), count);
+}
+
+absl::StatusOr<int32_t> LlamaModel::CaptureDecodeGraphs(KvPool& kv,
+                                                        absl::Span<const int32_t> batch_sizes) {
+  graphs_.clear();
+  graph_pool_ = &kv;
+  ForwardBatch empty;
+  empty.max_blocks_per_seq = max_blocks_per_seq_;
+  for (int32_t size : batch_sizes) {
+    if (size <= 0 || size > limits_.max_num_seqs || size > limits_.max_logit_rows ||
+        size > limits_.max_num_tokens) {
+      return absl::InvalidArgumentError(absl::StrCat("decode graph batch size ", size,
+                                                     " is outside the model's limits"));
+    }
+    const StepShape shape{.num_tokens = size,
+                          .num_seqs = size,
+                          .num_logit_rows = size,
+                          .max_query_len = 1,
+                          .max_context_len = limits_.max_context_len,
+                          .block_table_stride = max_blocks_per_seq_};
+    UploadMetadata(empty, shape);
+    Compute(shape, kv);  // eager once: libraries set up their workspaces outside the capture
+    if (!backend_->Synchronize()) return absl::InternalError("a decode warm-up step failed");
+    std::unique_ptr<kernels::Graph> graph = backend_->Capture([this, shape, &kv] { Compute(shape, kv); });
+    if (graph == nullptr) break;
+    graphs_[size] = std::move(graph);
+  }
+  if (!backend_->Synchronize()) return absl::InternalError("capturing decode graphs failed");
+  return num_decode_graphs();
 }
 
 }  // namespace kvserve

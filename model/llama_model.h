@@ -1,25 +1,36 @@
 // LlamaModel: the Llama-family decoder forward pass (Llama 2/3, Mistral, Qwen2, SmolLM2) over a
 // flattened batch and the paged KV cache, written against the kernel interface (kernels.h).
 //
-// It reads like llama2.c: the model's shape (ModelConfig), its weights (ModelWeights, borrowed)
-// and a RunState of activation buffers allocated ONCE, at construction, for the largest step
+// It reads like llama2.c: the model's shape (ModelConfig), its weights (DeviceWeights, borrowed,
+// typed and resident in the backend's memory) and a RunState of activation and metadata buffers
+// allocated ONCE in the backend's memory, at construction, for the largest step
 // (ForwardLimits); Forward allocates nothing. One step:
 //   x = embed(ids)
 //   per layer:  h = rmsnorm(x)            q, k, v = h Wq^T, h Wk^T, h Wv^T (+ biases)
 //               rope(q, k, positions)     write k, v to their slots of this layer's pool
 //               a = paged_attention(q, block tables)            x += a Wo^T
 //               h = rmsnorm(x)            x += (silu(h Wg^T) * h Wu^T) Wd^T
-//   logits = rmsnorm(x)[logit_rows] Wout^T
-// (each residual add is fused into the next RMSNorm).
+//   logits = rmsnorm(x)[logit_rows] Wout^T          greedy = argmax(logits)
+// (each residual add is fused into the next RMSNorm). The residual stream and every
+// accumulation are fp32 whatever the weight and KV storage types.
 //
-// Memory: the weights, the KV pool and the RunState are host memory, so the backend must run on
-// host pointers (kernels::cpu::CpuBackend). A GPU runner needs device copies of all three.
+// Memory: the same code runs on every backend. The host-side batch (ForwardBatch) is validated,
+// packed into one staging buffer and copied to the backend's metadata buffer in one copy; the
+// kernels only ever see backend memory. Results stay on the backend until asked for: the greedy
+// token of every row (one int per row) or the logits of chosen rows.
+//
+// Decode graphs: CaptureDecodeGraphs records, for each batch-size bucket, a whole decode step
+// (all sequences one token) as a backend Graph (CUDA graphs); a later decode step of S sequences
+// replays the smallest bucket >= S, padded with empty sequences (slot -1, context 1 over the
+// null block). Backends without graphs (the CPU) run every step eagerly.
+//
 // Thread-safety: one Forward at a time (the engine thread owns the model); the borrowed weights
 // may be shared read-only with other models.
 #ifndef KVSERVE_MODEL_LLAMA_MODEL_H_
 #define KVSERVE_MODEL_LLAMA_MODEL_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -27,9 +38,10 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "kernels/kernels.h"
+#include "model/device_buffer.h"
+#include "model/device_weights.h"
 #include "model/forward_batch.h"
 #include "model/kv_pool.h"
-#include "model/model_weights.h"
 
 namespace kvserve {
 
@@ -43,64 +55,122 @@ struct ForwardLimits {
 
 class LlamaModel {
  public:
-  // Binds weights (borrowed: they must outlive the model) to backend (borrowed) and allocates
-  // the RunState for `limits` and attention over blocks of block_size tokens.
-  // INVALID_ARGUMENT when the weights do not validate, a limit is not positive, or block_size
-  // is invalid.
-  static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(const ModelWeights* weights,
-                                                            kernels::Backend* backend,
+  // Binds weights (borrowed: they must outlive the model; the model runs on their backend) and
+  // allocates the RunState for `limits`, attention over blocks of block_size tokens and a KV
+  // cache stored as kv_dtype. INVALID_ARGUMENT when a limit is not positive, block_size is
+  // invalid or kv_dtype unsupported; RESOURCE_EXHAUSTED when the backend has not the memory.
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(const DeviceWeights* weights,
                                                             const ForwardLimits& limits,
-                                                            int32_t block_size);
+                                                            int32_t block_size,
+                                                            KvDtype kv_dtype = KvDtype::kF32);
 
-  // The layout of the KV pool this model writes and reads (fp32, all KV heads).
+  // The layout of the KV pool this model writes and reads (all KV heads, kv_dtype).
   KvLayout kv_layout() const;
 
-  // Runs one step: writes the K/V of every token of the batch into `kv` and returns the logits
-  // of the rows batch.logit_rows, [R, vocab] row-major, in a buffer owned by the model and valid
-  // until the next Forward. INVALID_ARGUMENT when the batch exceeds the limits or is
-  // inconsistent (sizes, token ids, query_start, logit rows, context lengths, slots or block
-  // ids outside the pool); FAILED_PRECONDITION when kv does not match kv_layout(). Slots are
-  // not checked for duplicates (the manager hands each slot to one token).
-  absl::StatusOr<absl::Span<const float>> Forward(const ForwardBatch& batch, HostKvPool& kv);
+  // Runs one step on the backend: writes the K/V of every token of the batch into `kv` and
+  // leaves the logits of the rows batch.logit_rows, and their argmax, in backend memory.
+  // INVALID_ARGUMENT when the batch exceeds the limits or is inconsistent (sizes, token ids,
+  // query_start, logit rows, context lengths, slots or block ids outside the pool);
+  // FAILED_PRECONDITION when kv does not match kv_layout(); INTERNAL when the backend reported
+  // an error. Slots are not checked for duplicates (the manager hands each slot to one token).
+  absl::Status ForwardOnDevice(const ForwardBatch& batch, KvPool& kv);
 
-  const ModelConfig& config() const { return weights_->config; }
+  // After ForwardOnDevice: the argmax of each logit row ([R] token ids, ties to the lowest id),
+  // copied to the host; valid until the next step. INTERNAL when the backend failed.
+  absl::StatusOr<absl::Span<const int32_t>> GreedyTokens();
+  // After ForwardOnDevice: the logits of the logit rows `rows` (indices into [0, R)), copied to
+  // the host as [rows.size(), vocab]; valid until the next call. INTERNAL when the backend failed.
+  absl::StatusOr<absl::Span<const float>> LogitRows(absl::Span<const int32_t> rows);
+
+  // ForwardOnDevice, then every logit row on the host: [R, vocab], row-major, valid until the
+  // next step.
+  absl::StatusOr<absl::Span<const float>> Forward(const ForwardBatch& batch, KvPool& kv);
+
+  // Records a decode step for each batch size in `batch_sizes` (each <= max_num_seqs and
+  // <= max_logit_rows) over `kv`, which decode steps must then use. Returns how many graphs were
+  // captured: 0 on a backend without graphs. Runs each bucket once eagerly first (so every
+  // library has its workspace) on the null block; the cache is not changed.
+  absl::StatusOr<int32_t> CaptureDecodeGraphs(KvPool& kv, absl::Span<const int32_t> batch_sizes);
+  int32_t num_decode_graphs() const { return static_cast<int32_t>(graphs_.size()); }
+
+  const ModelConfig& config() const { return weights_->config(); }
   const ForwardLimits& limits() const { return limits_; }
   int32_t block_size() const { return block_size_; }
+  kernels::Backend* backend() const { return backend_; }
+  // Backend memory the RunState takes (activations, metadata, attention workspace).
+  int64_t activation_bytes() const { return activation_bytes_; }
 
  private:
-  // Activation buffers of one step, sized for ForwardLimits; T = tokens, R = logit rows.
-  struct RunState {
-    std::vector<float> residual;  // [T, hidden]  the residual stream x
-    std::vector<float> normed;    // [T, hidden]  rmsnorm(x)
-    std::vector<float> delta;     // [T, hidden]  attention or MLP output, added to x next
-    std::vector<float> q;         // [T, num_heads * head_dim]
-    std::vector<float> k;         // [T, num_kv_heads * head_dim]
-    std::vector<float> v;         // [T, num_kv_heads * head_dim]
-    std::vector<float> attn;      // [T, num_heads * head_dim]
-    std::vector<float> gate;      // [T, intermediate]  then silu(gate) * up
-    std::vector<float> up;        // [T, intermediate]
-    std::vector<float> last;      // [R, hidden]  normed rows that need logits
-    std::vector<float> logits;    // [R, vocab]
-    std::vector<uint8_t> attention_workspace;  // Backend::AttentionWorkspaceBytes()
+  // The scalar shape of one step, fixed when a graph records it.
+  struct StepShape {
+    int32_t num_tokens = 0;
+    int32_t num_seqs = 0;
+    int32_t num_logit_rows = 0;
+    int32_t max_query_len = 0;
+    int32_t max_context_len = 0;
+    int32_t block_table_stride = 0;
   };
 
-  LlamaModel(const ModelWeights* weights, kernels::Backend* backend, const ForwardLimits& limits,
-             int32_t block_size);
+  // Backend buffers of one step, sized for ForwardLimits; T = tokens, R = logit rows.
+  struct RunState {
+    float* residual;  // [T, hidden]  the residual stream x
+    float* normed;    // [T, hidden]  rmsnorm(x)
+    float* delta;     // [T, hidden]  attention or MLP output, added to x next
+    float* q;         // [T, num_heads * head_dim]
+    float* k;         // [T, num_kv_heads * head_dim]
+    float* v;         // [T, num_kv_heads * head_dim]
+    float* attn;      // [T, num_heads * head_dim]
+    float* gate;      // [T, intermediate]  then silu(gate) * up
+    float* up;        // [T, intermediate]
+    float* last;      // [R, hidden]  normed rows that need logits
+    float* logits;    // [R, vocab]
+    int32_t* greedy;  // [R]  argmax of each logit row
+    // Step metadata, one buffer (one copy per step), laid out as MetadataLayout says.
+    int32_t* token_ids;     // [T]
+    int32_t* positions;     // [T]
+    int32_t* slot_mapping;  // [T]
+    int32_t* query_start;   // [S + 1]
+    int32_t* context_lens;  // [S]
+    int32_t* logit_rows;    // [R]
+    int32_t* block_tables;  // [S, max_blocks_per_seq]
+    void* attention_workspace;
+    size_t attention_workspace_bytes;
+  };
 
-  absl::Status ValidateBatch(const ForwardBatch& batch, const HostKvPool& kv) const;
-  // y = x W^T (+ bias) for the first num_tokens rows.
-  void Linear(const float* x, const std::vector<float>& w, const float* bias /* or nullptr */,
-              float* y, int32_t num_tokens, int32_t in_features, int32_t out_features);
-  void Attention(const ForwardBatch& batch, const LayerWeights& layer, int32_t layer_index,
-                 HostKvPool& kv);
-  void Mlp(int32_t num_tokens, const LayerWeights& layer);
+  LlamaModel(const DeviceWeights* weights, const ForwardLimits& limits, int32_t block_size,
+             KvDtype kv_dtype);
+  absl::Status AllocateRunState();
 
-  const ModelWeights* weights_;
+  absl::Status ValidateBatch(const ForwardBatch& batch, const KvPool& kv) const;
+  // Packs the batch's metadata into the staging buffer (padded to `shape` for a graph) and
+  // copies it to the backend.
+  void UploadMetadata(const ForwardBatch& batch, const StepShape& shape);
+  // Every kernel of one step of `shape` over the uploaded metadata (what a graph records).
+  void Compute(const StepShape& shape, KvPool& kv);
+  void Linear(const float* x, const WeightView& w, const float* bias, float* y,
+              int32_t num_tokens);
+  void Attention(const StepShape& shape, const DeviceLayer& layer, int32_t layer_index,
+                 KvPool& kv);
+  void Mlp(int32_t num_tokens, const DeviceLayer& layer);
+  // The decode graph to replay for `batch`, or nullptr (not a pure decode step, no bucket).
+  kernels::Graph* DecodeGraphFor(const ForwardBatch& batch, const KvPool& kv, StepShape* shape);
+
+  const DeviceWeights* weights_;
   kernels::Backend* backend_;
   ForwardLimits limits_;
   int32_t block_size_;
+  int32_t max_blocks_per_seq_;  // ceil(max_context_len / block_size): the graphs' table stride
+  KvDtype kv_dtype_;
   kernels::RopeConfig rope_;
-  RunState state_;
+  RunState state_{};
+  std::vector<DeviceBuffer> buffers_;
+  int64_t activation_bytes_ = 0;
+  std::vector<int32_t> staging_;       // host copy of the metadata buffer
+  std::vector<int32_t> host_greedy_;   // [R]
+  std::vector<float> host_logits_;     // [R, vocab]
+  int32_t last_logit_rows_ = 0;        // R of the last step
+  std::map<int32_t, std::unique_ptr<kernels::Graph>> graphs_;  // batch size -> decode graph
+  const KvPool* graph_pool_ = nullptr;  // the pool the graphs write
 };
 
 }  // namespace kvserve

@@ -1,9 +1,11 @@
-// kvserve-generate: generates text from one prompt with the paged-KV-cache forward pass on the
-// CPU, streaming it as it is produced, then prints prompt and decode throughput.
+// kvserve-generate: generates text from one prompt through the serving engine (EngineCore: the
+// scheduler, paged KV cache and runner kvserve-worker runs, without gRPC), on the CPU or a GPU,
+// streaming it as it is produced, then prints prompt and decode throughput.
 //
 //   kvserve-generate --prompt "The capital of France is" --max_tokens 32
 //   kvserve-generate --chat "Write a haiku about caches." --temperature 0.7 --seed 1
 //   kvserve-generate --model synthetic:smollm2-135m --prompt_tokens 128 --batch 8
+//   kvserve-generate --device cuda --dtype bfloat16 --prompt "The KV cache is"
 //
 // --batch N runs N copies of the prompt as one batch (sampling seeds seed, seed + 1, ...) and
 // streams only the first; the decode rate then counts the tokens of all N sequences.
@@ -22,13 +24,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/cpu_backend.h"
 #include "model/chat_template.h"
 #include "model/default_model.h"
-#include "model/detokenizer.h"
-#include "model/generator.h"
 #include "model/tokenizer.h"
-#include "model/weights_loader.h"
+#include "worker/engine_core.h"
+#include "worker/offline_generate.h"
+#include "worker/runner_factory.h"
 
 ABSL_FLAG(std::string, model, "",
           "GGUF file, Hugging Face directory, or synthetic:<preset>[:layers=N][:seed=S]; "
@@ -46,7 +47,11 @@ ABSL_FLAG(uint64_t, seed, 0, "sampling seed");
 ABSL_FLAG(int32_t, block_size, 16, "KV cache block size in tokens (8, 16 or 32)");
 ABSL_FLAG(int32_t, batch, 1, "run this many copies of the prompt as one batch");
 ABSL_FLAG(int32_t, chunk, 512, "prefill chunk: tokens per step");
-ABSL_FLAG(int32_t, threads, 0, "attention threads; 0: all cores");
+ABSL_FLAG(int32_t, threads, 0, "CPU kernel threads; 0: all cores");
+ABSL_FLAG(std::string, device, "cpu", "cpu, cuda or cuda:N");
+ABSL_FLAG(std::string, dtype, "auto", "weights: auto, float32, bfloat16, float16");
+ABSL_FLAG(std::string, kv_cache_dtype, "auto", "KV cache: auto, float32, bfloat16, float16");
+ABSL_FLAG(bool, enforce_eager, false, "no CUDA graphs for decode steps");
 ABSL_FLAG(bool, ignore_eos, false, "do not stop at end-of-sequence tokens");
 
 namespace kvserve {
@@ -87,72 +92,87 @@ absl::Status Run() {
         "\nRun scripts/setup.sh (or scripts/fetch_model.sh) to fetch the default model, or pass "
         "--model."));
   }
-  auto weights = LoadWeights(spec);
-  if (!weights.ok()) return weights.status();
+  absl::StatusOr<CreatedRunner> created =
+      CreateLlamaRunner({.model = spec,
+                         .device = absl::GetFlag(FLAGS_device),
+                         .dtype = absl::GetFlag(FLAGS_dtype),
+                         .kv_cache_dtype = absl::GetFlag(FLAGS_kv_cache_dtype),
+                         .num_threads = absl::GetFlag(FLAGS_threads),
+                         .enforce_eager = absl::GetFlag(FLAGS_enforce_eager)});
+  if (!created.ok()) return created.status();
   auto tokenizer = Tokenizer::FromModelPath(spec);
   if (!tokenizer.ok()) return tokenizer.status();
-  const ModelConfig& config = weights->config;
+  const ModelConfig config = created->config;
   auto prompt = BuildPrompt(tokenizer->get(), config.vocab_size);
   if (!prompt.ok()) return prompt.status();
 
   const int32_t batch = absl::GetFlag(FLAGS_batch);
   const int32_t max_tokens = absl::GetFlag(FLAGS_max_tokens);
+  const int32_t block_size = absl::GetFlag(FLAGS_block_size);
   if (batch < 1) return absl::InvalidArgumentError("--batch must be >= 1");
-  kernels::cpu::CpuBackend backend(absl::GetFlag(FLAGS_threads));
-  const GeneratorOptions options{
-      .block_size = absl::GetFlag(FLAGS_block_size),
-      .max_num_tokens = std::max(absl::GetFlag(FLAGS_chunk), batch),
-      .max_num_seqs = batch,
-      .max_context_len = static_cast<int32_t>(prompt->size()) + max_tokens};
-  auto generator = Generator::Create(&*weights, &backend, options);
-  if (!generator.ok()) return generator.status();
+  if (max_tokens < 1) return absl::InvalidArgumentError("--max_tokens must be >= 1");
+  const int32_t context = static_cast<int32_t>(prompt->size()) + max_tokens;
+  EngineOptions options;
+  options.block_size = block_size;
+  options.num_kv_blocks = batch * ((context + block_size - 1) / block_size);
+  options.max_num_seqs = batch;
+  options.max_num_batched_tokens = std::max(absl::GetFlag(FLAGS_chunk), batch);
+  options.max_context_len = std::min(context, config.max_context);
+  options.max_waiting_requests = batch;
+  absl::StatusOr<std::unique_ptr<EngineCore>> core =
+      EngineCore::Create(options, std::move(created->runner), tokenizer->get(), nullptr);
+  if (!core.ok()) return core.status();
 
-  GenerateRequest request;
-  request.sampling.temperature = absl::GetFlag(FLAGS_temperature);
-  request.sampling.top_k = absl::GetFlag(FLAGS_top_k);
-  request.sampling.top_p = absl::GetFlag(FLAGS_top_p);
-  request.sampling.seed = absl::GetFlag(FLAGS_seed);
-  request.max_tokens = max_tokens;
-  if (!absl::GetFlag(FLAGS_ignore_eos)) {
-    request.stop_token_ids = config.eos_token_ids;
-    if (*tokenizer != nullptr) {
-      if ((*tokenizer)->eos_id() >= 0) request.stop_token_ids.push_back((*tokenizer)->eos_id());
+  std::vector<EngineRequest> requests(batch);
+  for (int32_t i = 0; i < batch; ++i) {
+    EngineRequest& request = requests[i];
+    request.request_id = absl::StrCat("generate-", i);
+    request.prompt_token_ids = *prompt;
+    request.sampling.temperature = absl::GetFlag(FLAGS_temperature);
+    request.sampling.top_k = absl::GetFlag(FLAGS_top_k);
+    request.sampling.top_p = absl::GetFlag(FLAGS_top_p);
+    request.sampling.seed = absl::GetFlag(FLAGS_seed) + i;
+    request.sampling.max_tokens = max_tokens;
+    request.sampling.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
+    if (!request.sampling.ignore_eos && *tokenizer != nullptr) {
       // ChatML turns end with <|im_end|> whatever the file names as EOS.
       if (int32_t im_end = (*tokenizer)->PieceToId("<|im_end|>"); im_end >= 0) {
-        request.stop_token_ids.push_back(im_end);
+        request.sampling.stop_token_ids.push_back(im_end);
       }
     }
   }
 
-  std::unique_ptr<IncrementalDetokenizer> detokenizer;
-  if (*tokenizer != nullptr) {
-    detokenizer = std::make_unique<IncrementalDetokenizer>(**tokenizer, /*skip_special=*/true);
-    std::fputs((*tokenizer)->Decode(*prompt).c_str(), stdout);
-  }
-  auto on_token = [&](int32_t sequence, int32_t token) {
-    if (sequence != 0) return;
-    const std::string text = detokenizer ? detokenizer->Push(token) : absl::StrCat(" ", token);
-    std::fputs(text.c_str(), stdout);
+  if (*tokenizer != nullptr) std::fputs((*tokenizer)->Decode(*prompt).c_str(), stdout);
+  auto on_output = [&](size_t index, const EngineOutput& output) {
+    if (index != 0) return;
+    for (const ChoiceOutput& choice : output.choices) {
+      if (*tokenizer != nullptr) {
+        std::fputs(choice.text.c_str(), stdout);
+      } else {
+        for (int32_t token : choice.token_ids) std::printf(" %d", token);
+      }
+    }
     std::fflush(stdout);
   };
-  std::vector<std::vector<int32_t>> outputs;
-  const std::vector<std::vector<int32_t>> prompts(batch, *prompt);
-  auto stats = (*generator)->Generate(prompts, request, on_token, &outputs);
+  std::vector<OfflineResult> results;
+  absl::StatusOr<OfflineStats> stats = GenerateOffline(**core, requests, &results, on_output);
   if (!stats.ok()) return stats.status();
-  if (detokenizer) std::fputs(detokenizer->Flush().c_str(), stdout);
 
-  int64_t generated = 0;
-  for (const auto& output : outputs) generated += static_cast<int64_t>(output.size());
-  std::printf("\n\n[kvserve-generate] model %s, %d layers, block size %d, batch %d\n",
+  // The first token of each sequence comes out of its prefill step; decode makes the rest.
+  const int64_t decode_tokens = stats->generated_tokens - batch;
+  std::printf("\n\n[kvserve-generate] model %s, %d layers, %s weights, %s KV, %s, block size %d, "
+              "batch %d\n",
               config.name.empty() ? spec.c_str() : config.name.c_str(), config.num_layers,
-              options.block_size, batch);
+              kernels::DTypeName(created->weight_dtype),
+              std::string(KvDtypeName(created->kv_dtype)).c_str(), created->backend_name.c_str(),
+              block_size, batch);
   std::printf("[kvserve-generate] prompt: %lld tokens in %.3f s = %.1f tokens/s\n",
               static_cast<long long>(stats->prompt_tokens), stats->prefill_seconds,
               stats->prefill_seconds > 0 ? stats->prompt_tokens / stats->prefill_seconds : 0.0);
   std::printf("[kvserve-generate] decode: %lld tokens in %.3f s = %.1f tokens/s (%lld generated)\n",
-              static_cast<long long>(stats->decode_tokens), stats->decode_seconds,
-              stats->decode_seconds > 0 ? stats->decode_tokens / stats->decode_seconds : 0.0,
-              static_cast<long long>(generated));
+              static_cast<long long>(decode_tokens), stats->decode_seconds,
+              stats->decode_seconds > 0 ? decode_tokens / stats->decode_seconds : 0.0,
+              static_cast<long long>(stats->generated_tokens));
   return absl::OkStatus();
 }
 
@@ -161,13 +181,13 @@ absl::Status Run() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "Generate text with kvserve's paged-KV-cache forward pass on the CPU.\n"
+      "Generate text through kvserve's serving engine on the CPU or a GPU, without a server.\n"
       "  kvserve-generate --prompt \"The capital of France is\" --max_tokens 32");
   absl::ParseCommandLine(argc, argv);
   const absl::Status status = kvserve::Run();
   if (!status.ok()) {
     std::fprintf(stderr, "kvserve-generate: %s\n", std::string(status.message()).c_str());
-    return 1;
+    return status.code() == absl::StatusCode::kFailedPrecondition ? 2 : 1;
   }
   return 0;
 }

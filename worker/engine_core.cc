@@ -21,22 +21,30 @@ absl::StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptio
   }
   const int32_t max_context_len =
       options.max_context_len > 0 ? options.max_context_len : model_context;
+  RunnerConfig runner_config{.block_size = options.block_size,
+                             .num_blocks = 0,
+                             .max_num_batched_tokens = options.max_num_batched_tokens,
+                             .max_num_seqs = options.max_num_seqs,
+                             .max_context_len = max_context_len};
   int64_t num_blocks = options.num_kv_blocks;
   if (num_blocks == 0) {
+    int64_t kv_bytes = options.kv_memory_bytes;
+    if (kv_bytes == 0) {  // the device decides: what is left after a profiling step
+      absl::StatusOr<int64_t> profiled = runner->ProfileKvBytes(runner_config);
+      if (!profiled.ok()) return profiled.status();
+      // The null block comes on top of the usable ones: keep its room inside the budget.
+      kv_bytes = *profiled - runner->KvBytesPerBlock(options.block_size);
+    }
     const int64_t block_bytes = runner->KvBytesPerBlock(options.block_size);
-    num_blocks = options.kv_memory_bytes / std::max<int64_t>(block_bytes, 1);
+    num_blocks = kv_bytes / std::max<int64_t>(block_bytes, 1);
     if (num_blocks < 1) {
-      return absl::InvalidArgumentError(absl::StrCat("kv_memory_bytes: ", options.kv_memory_bytes,
+      return absl::InvalidArgumentError(absl::StrCat("kv_memory_bytes: ", kv_bytes,
                                                      " bytes hold no KV block of ", block_bytes,
                                                      " bytes"));
     }
     num_blocks = std::min<int64_t>(num_blocks, 1 << 30);
   }
-  RunnerConfig runner_config{.block_size = options.block_size,
-                             .num_blocks = static_cast<int32_t>(num_blocks) + 1,
-                             .max_num_batched_tokens = options.max_num_batched_tokens,
-                             .max_num_seqs = options.max_num_seqs,
-                             .max_context_len = max_context_len};
+  runner_config.num_blocks = static_cast<int32_t>(num_blocks) + 1;
   if (absl::Status status = runner->Initialize(runner_config); !status.ok()) return status;
   absl::StatusOr<std::unique_ptr<KvCacheManager>> manager =
       KvCacheManager::Create({.num_blocks = runner_config.num_blocks,

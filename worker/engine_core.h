@@ -36,7 +36,8 @@ namespace kvserve {
 
 class EngineCore {
  public:
-  // Validates options, sizes the pool (num_kv_blocks, else kv_memory_bytes / KvBytesPerBlock),
+  // Validates options, sizes the pool (num_kv_blocks, else kv_memory_bytes / KvBytesPerBlock,
+  // else from the runner's ProfileKvBytes),
   // initialises the runner and creates the manager. `tokenizer`, `observer` may be null.
   static absl::StatusOr<std::unique_ptr<EngineCore>> Create(const EngineOptions& options,
                                                             std::unique_ptr<ModelRunner> runner,

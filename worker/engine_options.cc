@@ -14,10 +14,6 @@ absl::Status EngineOptions::Validate() const {
   }
   if (num_kv_blocks < 0) return bad("num_kv_blocks", "must be >= 0", num_kv_blocks);
   if (kv_memory_bytes < 0) return bad("kv_memory_bytes", "must be >= 0", kv_memory_bytes);
-  if (num_kv_blocks == 0 && kv_memory_bytes == 0) {
-    return absl::InvalidArgumentError(
-        "num_kv_blocks: one of num_kv_blocks and kv_memory_bytes must be set");
-  }
   if (max_num_seqs < 1) return bad("max_num_seqs", "must be >= 1", max_num_seqs);
   if (max_num_batched_tokens < max_num_seqs) {
     return bad("max_num_batched_tokens",

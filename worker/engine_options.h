@@ -13,8 +13,8 @@ namespace kvserve {
 struct EngineOptions {
   int32_t block_size = 16;  // tokens per KV block: 8, 16 or 32
   // Size of the KV pool: num_kv_blocks usable blocks (the null block comes on top) when > 0,
-  // else as many blocks as fit in kv_memory_bytes (ModelRunner::KvBytesPerBlock). One of them
-  // must be set.
+  // else as many blocks as fit in kv_memory_bytes (ModelRunner::KvBytesPerBlock), else (both 0)
+  // as many as fit in what ModelRunner::ProfileKvBytes says the device has left.
   int32_t num_kv_blocks = 0;
   int64_t kv_memory_bytes = 0;
   int32_t max_num_seqs = 64;             // sequences (choices) running at once

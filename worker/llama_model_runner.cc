@@ -1,44 +1,119 @@
 #include "worker/llama_model_runner.h"
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
-namespace kvserve {
+#include "absl/strings/str_cat.h"
+#include "worker/kv_sizing.h"
 
-absl::StatusOr<std::unique_ptr<LlamaModelRunner>> LlamaModelRunner::Create(
-    std::shared_ptr<const ModelWeights> weights, std::shared_ptr<kernels::Backend> backend) {
-  if (weights == nullptr || backend == nullptr) {
-    return absl::InvalidArgumentError("LlamaModelRunner: weights and backend must be set");
-  }
-  if (absl::Status status = weights->Validate(); !status.ok()) return status;
-  return std::unique_ptr<LlamaModelRunner>(
-      new LlamaModelRunner(std::move(weights), std::move(backend)));
+namespace kvserve {
+namespace {
+
+// A choice whose token is the argmax of its raw logits and who wants nothing else from them.
+bool DeviceGreedy(const SequenceSampling& sampling) {
+  const kernels::SamplingParams& p = sampling.params;
+  return p.temperature < kernels::kGreedyTemperature && p.repetition_penalty == 1.0f &&
+         p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f && !sampling.logprobs;
 }
 
-LlamaModelRunner::LlamaModelRunner(std::shared_ptr<const ModelWeights> weights,
-                                   std::shared_ptr<kernels::Backend> backend)
-    : weights_(std::move(weights)),
-      backend_(std::move(backend)),
-      sampler_(weights_->config.vocab_size) {}
+// Batch sizes of the decode graphs: 1, 2, 4, 8, then every multiple of 8 up to max_num_seqs
+// (vLLM's buckets), so a step pads at most 7 sequences.
+std::vector<int32_t> DecodeGraphSizes(int32_t max_num_seqs) {
+  std::vector<int32_t> sizes;
+  for (int32_t size : {1, 2, 4}) {
+    if (size < max_num_seqs) sizes.push_back(size);
+  }
+  for (int32_t size = 8; size < max_num_seqs; size += 8) sizes.push_back(size);
+  sizes.push_back(max_num_seqs);
+  return sizes;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LlamaModelRunner>> LlamaModelRunner::Create(
+    std::shared_ptr<const DeviceWeights> weights, const LlamaRunnerOptions& options) {
+  if (weights == nullptr) return absl::InvalidArgumentError("LlamaModelRunner: weights must be set");
+  if (!(options.memory_utilization > 0.0 && options.memory_utilization <= 1.0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gpu_memory_utilization: must be in (0, 1], got ", options.memory_utilization));
+  }
+  if (absl::StatusOr<kernels::DType> dtype = KvKernelDType(options.kv_dtype); !dtype.ok()) {
+    return dtype.status();
+  }
+  return std::unique_ptr<LlamaModelRunner>(new LlamaModelRunner(std::move(weights), options));
+}
+
+LlamaModelRunner::LlamaModelRunner(std::shared_ptr<const DeviceWeights> weights,
+                                   const LlamaRunnerOptions& options)
+    : weights_(std::move(weights)), options_(options), sampler_(weights_->config().vocab_size) {}
 
 int64_t LlamaModelRunner::KvBytesPerBlock(int32_t block_size) const {
-  const ModelConfig& c = weights_->config;
-  return 2LL * c.num_layers * c.num_kv_heads * c.head_dim * block_size *
-         static_cast<int64_t>(sizeof(float));
+  const ModelConfig& c = weights_->config();
+  const KvLayout layout{.num_layers = c.num_layers,
+                        .num_kv_heads_local = c.num_kv_heads,
+                        .block_size = block_size,
+                        .head_dim = c.head_dim,
+                        .dtype = options_.kv_dtype};
+  return layout.bytes_per_block();
+}
+
+absl::Status LlamaModelRunner::CreateModel(const RunnerConfig& config) {
+  const ForwardLimits limits{.max_num_tokens = config.max_num_batched_tokens,
+                             .max_num_seqs = config.max_num_seqs,
+                             .max_context_len = config.max_context_len,
+                             .max_logit_rows = config.max_num_seqs};
+  if (model_ != nullptr) {
+    const ForwardLimits& have = model_->limits();
+    if (have.max_num_tokens == limits.max_num_tokens && have.max_num_seqs == limits.max_num_seqs &&
+        have.max_context_len == limits.max_context_len && model_->block_size() == config.block_size) {
+      return absl::OkStatus();
+    }
+    model_.reset();
+  }
+  absl::StatusOr<std::unique_ptr<LlamaModel>> model =
+      LlamaModel::Create(weights_.get(), limits, config.block_size, options_.kv_dtype);
+  if (!model.ok()) return model.status();
+  model_ = *std::move(model);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> LlamaModelRunner::ProfileKvBytes(const RunnerConfig& config) {
+  if (absl::Status status = CreateModel(config); !status.ok()) return status;
+  // The largest step the engine can plan: max_num_batched_tokens tokens over max_num_seqs
+  // sequences, every token a padding slot over the null block, so libraries (cuBLAS) set up their
+  // workspaces for it before the free memory is read.
+  absl::StatusOr<std::unique_ptr<KvPool>> scratch =
+      KvPool::Create(model_->kv_layout(), 2, weights_->backend());
+  if (!scratch.ok()) return scratch.status();
+  const int32_t T = config.max_num_batched_tokens;
+  const int32_t S = std::min(config.max_num_seqs, T);
+  const int32_t per_seq = (T + S - 1) / S;
+  const int32_t blocks = (per_seq + config.block_size - 1) / config.block_size;
+  ForwardBatchBuilder builder(config.block_size, blocks, T, S);
+  const std::vector<int32_t> table(blocks, 0);
+  std::vector<int32_t> tokens;
+  for (int32_t s = 0, left = T; s < S && left > 0; ++s) {
+    tokens.assign(std::min(per_seq, left), 0);
+    left -= static_cast<int32_t>(tokens.size());
+    if (absl::Status st = builder.AddSequence(tokens, 0, table, LogitsFor::kLast); !st.ok()) {
+      return st;
+    }
+  }
+  ForwardBatch batch = builder.View();
+  std::vector<int32_t> padding(batch.slot_mapping.size(), -1);
+  batch.slot_mapping = padding;
+  if (absl::Status status = model_->ForwardOnDevice(batch, **scratch); !status.ok()) return status;
+  if (absl::StatusOr<absl::Span<const int32_t>> done = model_->GreedyTokens(); !done.ok()) {
+    return done.status();
+  }
+  scratch->reset();
+  return KvBudgetBytes(weights_->backend()->GetMemoryInfo(), options_.memory_utilization);
 }
 
 absl::Status LlamaModelRunner::Initialize(const RunnerConfig& config) {
-  ForwardLimits limits{.max_num_tokens = config.max_num_batched_tokens,
-                       .max_num_seqs = config.max_num_seqs,
-                       .max_context_len = config.max_context_len,
-                       .max_logit_rows = config.max_num_seqs};
-  absl::StatusOr<std::unique_ptr<LlamaModel>> model =
-      LlamaModel::Create(weights_.get(), backend_.get(), limits, config.block_size);
-  if (!model.ok()) return model.status();
-  model_ = *std::move(model);
-  absl::StatusOr<std::unique_ptr<HostKvPool>> pool =
-      HostKvPool::Create(model_->kv_layout(), config.num_blocks);
+  if (absl::Status status = CreateModel(config); !status.ok()) return status;
+  absl::StatusOr<std::unique_ptr<KvPool>> pool =
+      KvPool::Create(model_->kv_layout(), config.num_blocks, weights_->backend());
   if (!pool.ok()) return pool.status();
   kv_pool_ = *std::move(pool);
   const int32_t max_blocks_per_seq =
@@ -46,28 +121,25 @@ absl::Status LlamaModelRunner::Initialize(const RunnerConfig& config) {
   batch_.emplace(config.block_size, max_blocks_per_seq, config.max_num_batched_tokens,
                  config.max_num_seqs);
   sequences_ = std::make_unique<RunnerSequences>(config.block_size);
+  if (!options_.enforce_eager) {
+    const std::vector<int32_t> sizes =
+        DecodeGraphSizes(std::min(config.max_num_seqs, config.max_num_batched_tokens));
+    if (absl::StatusOr<int32_t> graphs = model_->CaptureDecodeGraphs(*kv_pool_, sizes);
+        !graphs.ok()) {
+      return graphs.status();
+    }
+  }
   return absl::OkStatus();
 }
 
-void LlamaModelRunner::CopyBlock(const BlockCopy& copy) {
-  const int64_t block_bytes =
-      kv_pool_->layout().elements_per_block_per_pool() * sizeof(float);
-  for (int32_t layer = 0; layer < kv_pool_->layout().num_layers; ++layer) {
-    kernels::PagedKvView view = kv_pool_->Layer(layer);
-    for (void* pool : {view.k, view.v}) {
-      char* bytes = static_cast<char*>(pool);
-      std::memcpy(bytes + copy.dst * block_bytes, bytes + copy.src * block_bytes, block_bytes);
-    }
-  }
-}
-
 absl::StatusOr<StepResult> LlamaModelRunner::Execute(const StepPlan& plan) {
-  if (model_ == nullptr) return absl::FailedPreconditionError("Initialize was not called");
+  if (model_ == nullptr || kv_pool_ == nullptr) {
+    return absl::FailedPreconditionError("Initialize was not called");
+  }
   absl::StatusOr<std::vector<RunnerWork>> work = sequences_->Apply(plan);
   if (!work.ok()) return work.status();
-  for (const BlockCopy& copy : plan.block_copies) CopyBlock(copy);
-  StepResult result;
-  if (work->empty()) return result;
+  for (const BlockCopy& copy : plan.block_copies) kv_pool_->CopyBlock(copy.src, copy.dst);
+  if (work->empty()) return StepResult{};
 
   batch_->Clear();
   for (const RunnerWork& item : *work) {
@@ -78,26 +150,53 @@ absl::StatusOr<StepResult> LlamaModelRunner::Execute(const StepPlan& plan) {
         item.entry->sample ? LogitsFor::kLast : LogitsFor::kNone);
     if (!status.ok()) return status;
   }
-  absl::StatusOr<absl::Span<const float>> logits = model_->Forward(batch_->View(), *kv_pool_);
-  if (!logits.ok()) return logits.status();
+  if (absl::Status status = model_->ForwardOnDevice(batch_->View(), *kv_pool_); !status.ok()) {
+    return status;
+  }
   sequences_->Commit(*work);
+  return Sample(*work);
+}
 
-  const int32_t vocab = vocab_size();
+absl::StatusOr<StepResult> LlamaModelRunner::Sample(const std::vector<RunnerWork>& work) {
+  StepResult result;
+  absl::StatusOr<absl::Span<const int32_t>> greedy = model_->GreedyTokens();
+  if (!greedy.ok()) return greedy.status();
+  // Rows whose choice needs its logits on the host, in row order.
+  host_rows_.clear();
   int32_t row = 0;
-  for (const RunnerWork& item : *work) {
+  for (const RunnerWork& item : work) {
+    if (!item.entry->sample) continue;
+    if (!DeviceGreedy(item.sequence->sampling)) host_rows_.push_back(row);
+    ++row;
+  }
+  absl::Span<const float> logits;
+  if (!host_rows_.empty()) {
+    absl::StatusOr<absl::Span<const float>> rows = model_->LogitRows(host_rows_);
+    if (!rows.ok()) return rows.status();
+    logits = *rows;
+  }
+  const int32_t vocab = vocab_size();
+  row = 0;
+  size_t host_index = 0;
+  for (const RunnerWork& item : work) {
     if (!item.entry->sample) continue;
     const RunnerSequence& seq = *item.sequence;
-    const float* row_logits = logits->data() + static_cast<size_t>(row++) * vocab;
-    const kernels::SampleResult sample =
-        sampler_.Sample(row_logits, seq.sampling.params, seq.History(), seq.NextTokenIndex());
     SampledToken& out = result.sampled.emplace_back();
     out.id = item.entry->id;
-    out.token = sample.token;
-    out.logprob = sample.logprob;
-    if (seq.sampling.logprobs) {
-      out.rank = TokenRank(row_logits, vocab, sample.token);
-      out.top.assign(sample.top.begin(), sample.top.begin() + sample.num_top);
+    if (host_index < host_rows_.size() && host_rows_[host_index] == row) {
+      const float* row_logits = logits.data() + host_index++ * static_cast<size_t>(vocab);
+      const kernels::SampleResult sample =
+          sampler_.Sample(row_logits, seq.sampling.params, seq.History(), seq.NextTokenIndex());
+      out.token = sample.token;
+      out.logprob = sample.logprob;
+      if (seq.sampling.logprobs) {
+        out.rank = TokenRank(row_logits, vocab, sample.token);
+        out.top.assign(sample.top.begin(), sample.top.begin() + sample.num_top);
+      }
+    } else {
+      out.token = (*greedy)[row];
     }
+    ++row;
   }
   return result;
 }

@@ -18,18 +18,29 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "kernels/cpu/cpu_backend.h"
+#include "kernels/backend_factory.h"
 #include "model/default_model.h"
 #include "model/tokenizer.h"
-#include "model/weights_loader.h"
-#include "worker/llama_model_runner.h"
+#include "worker/runner_factory.h"
 #include "worker/worker_options.h"
 #include "worker/worker_server.h"
 
 ABSL_FLAG(std::string, model, kvserve::DefaultModelPath(),
           "GGUF file, Hugging Face directory, or synthetic:<preset>[:layers=N][:seed=S]");
 ABSL_FLAG(int32_t, block_size, 16, "Tokens per KV cache block");
-ABSL_FLAG(int64_t, kv_memory_bytes, 256ll << 20, "Memory budget of the KV cache pool");
+ABSL_FLAG(int64_t, kv_memory_bytes, -1,
+          "Memory budget of the KV cache pool in bytes; 0: what the device has left after a "
+          "profiling step under --gpu_memory_utilization; -1 (default): 0 on CUDA, 256 MiB on "
+          "the CPU");
+ABSL_FLAG(std::string, device, "cpu", "Where the model runs: cpu, cuda or cuda:N");
+ABSL_FLAG(std::string, dtype, "auto",
+          "Weight storage: auto (bfloat16 on CUDA, float32 on the CPU), float32, bfloat16, "
+          "float16");
+ABSL_FLAG(std::string, kv_cache_dtype, "auto",
+          "KV cache storage: auto (the weights' type), float32, bfloat16, float16");
+ABSL_FLAG(double, gpu_memory_utilization, 0.90,
+          "Fraction of the GPU's memory the weights, step buffers and KV cache may take");
+ABSL_FLAG(bool, enforce_eager, false, "Run decode steps eagerly (no CUDA graphs)");
 ABSL_FLAG(int32_t, max_num_seqs, 64, "Sequences running at once");
 ABSL_FLAG(int32_t, max_num_batched_tokens, 512, "Tokens computed per engine step");
 ABSL_FLAG(std::string, listen, "127.0.0.1:50061", "gRPC host:port (port 0: any free port)");
@@ -44,16 +55,29 @@ ABSL_FLAG(int32_t, num_threads, 0, "CPU kernel threads (0: one per core)");
 namespace kvserve {
 namespace {
 
+// Exit status 2 when the device asked for is not there (a clear, permanent configuration error
+// a supervisor should not retry blindly); 1 for every other failure.
 int Fail(const absl::Status& status) {
   std::cerr << "kvserve-worker: " << status << std::endl;
-  return 1;
+  return status.code() == absl::StatusCode::kFailedPrecondition ? 2 : 1;
 }
 
 int Run() {
   WorkerOptions options;
   options.model = absl::GetFlag(FLAGS_model);
   options.block_size = absl::GetFlag(FLAGS_block_size);
+  const RunnerFactoryOptions runner_options{
+      .model = absl::GetFlag(FLAGS_model),
+      .device = absl::GetFlag(FLAGS_device),
+      .dtype = absl::GetFlag(FLAGS_dtype),
+      .kv_cache_dtype = absl::GetFlag(FLAGS_kv_cache_dtype),
+      .num_threads = absl::GetFlag(FLAGS_num_threads),
+      .gpu_memory_utilization = absl::GetFlag(FLAGS_gpu_memory_utilization),
+      .enforce_eager = absl::GetFlag(FLAGS_enforce_eager)};
   options.kv_memory_bytes = absl::GetFlag(FLAGS_kv_memory_bytes);
+  if (options.kv_memory_bytes == -1) {
+    options.kv_memory_bytes = kernels::IsCudaDevice(runner_options.device) ? 0 : 256ll << 20;
+  }
   options.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
   options.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
   options.listen = absl::GetFlag(FLAGS_listen);
@@ -63,11 +87,7 @@ int Run() {
   options.tls_ca = absl::GetFlag(FLAGS_tls_ca);
   options.drain_timeout_s = absl::GetFlag(FLAGS_drain_timeout_s);
   options.worker_id = absl::GetFlag(FLAGS_worker_id);
-  const int32_t num_threads = absl::GetFlag(FLAGS_num_threads);
   if (absl::Status s = options.Validate(); !s.ok()) return Fail(s);
-  if (num_threads < 0) {
-    return Fail(absl::InvalidArgumentError("--num_threads: must be >= 0"));
-  }
 
   // Every thread started from here on inherits the blocked signals; main waits for them.
   sigset_t signals;
@@ -76,20 +96,25 @@ int Run() {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  absl::StatusOr<ModelWeights> weights = LoadWeights(options.model);
-  if (!weights.ok())
-    return Fail(absl::InvalidArgumentError(absl::StrCat("--model: ", weights.status().ToString())));
+  absl::StatusOr<CreatedRunner> created = CreateLlamaRunner(runner_options);
+  if (!created.ok()) {
+    const absl::Status& status = created.status();
+    if (status.code() == absl::StatusCode::kNotFound ||
+        status.code() == absl::StatusCode::kInvalidArgument) {
+      return Fail(absl::Status(status.code(), absl::StrCat("--", status.message())));
+    }
+    return Fail(status);
+  }
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromModelPath(options.model);
   if (!tokenizer.ok()) return Fail(tokenizer.status());
-  const ModelConfig config = weights->config;
-  auto shared_weights = std::make_shared<const ModelWeights>(*std::move(weights));
-  auto backend = std::make_shared<kernels::cpu::CpuBackend>(num_threads);
-  absl::StatusOr<std::unique_ptr<LlamaModelRunner>> runner =
-      LlamaModelRunner::Create(shared_weights, backend);
-  if (!runner.ok()) return Fail(runner.status());
+  std::cout << "kvserve-worker device=" << created->backend_name
+            << " weights=" << kernels::DTypeName(created->weight_dtype) << " ("
+            << created->weight_bytes << " bytes) kv_cache=" << KvDtypeName(created->kv_dtype)
+            << std::endl;
 
   absl::StatusOr<std::unique_ptr<WorkerServer>> server =
-      WorkerServer::Start(options, *std::move(runner), *std::move(tokenizer), config);
+      WorkerServer::Start(options, std::move(created->runner), *std::move(tokenizer),
+                          created->config);
   if (!server.ok()) return Fail(server.status());
   std::cout << "kvserve-worker grpc_port=" << (*server)->grpc_port() << "\n"
             << "kvserve-worker metrics_port=" << (*server)->metrics_port() << "\n"

@@ -39,6 +39,15 @@ class ModelRunner {
   // KV memory of one block of block_size tokens, all layers, K and V.
   virtual int64_t KvBytesPerBlock(int32_t block_size) const = 0;
 
+  // Bytes the KV pool may take on the runner's device once the weights and the step buffers for
+  // `config` (num_blocks ignored) are resident; UNIMPLEMENTED for a runner that cannot tell (the
+  // engine then needs an explicit kv_memory_bytes or num_kv_blocks). Called at most once, before
+  // Initialize.
+  virtual absl::StatusOr<int64_t> ProfileKvBytes(const RunnerConfig& config) {
+    (void)config;
+    return absl::UnimplementedError("this runner cannot size the KV pool from device memory");
+  }
+
   // Allocates the KV pool and step buffers. Called once, before Execute.
   virtual absl::Status Initialize(const RunnerConfig& config) = 0;
 

@@ -48,8 +48,8 @@ absl::Status WorkerOptions::Validate() const {
     return FlagError("block_size",
                      absl::StrCat("must be a power of two in [1, 256], got ", block_size));
   }
-  if (kv_memory_bytes <= 0) {
-    return FlagError("kv_memory_bytes", absl::StrCat("must be positive, got ", kv_memory_bytes));
+  if (kv_memory_bytes < 0) {
+    return FlagError("kv_memory_bytes", absl::StrCat("must be >= 0, got ", kv_memory_bytes));
   }
   if (max_num_seqs < 1) {
     return FlagError("max_num_seqs", absl::StrCat("must be >= 1, got ", max_num_seqs));

@@ -23,7 +23,9 @@ namespace kvserve {
 struct WorkerOptions {
   std::string model;                       // --model: GGUF path, HF directory or synthetic:...
   int32_t block_size = 16;                 // --block_size: tokens per KV block
-  int64_t kv_memory_bytes = 256ll << 20;   // --kv_memory_bytes: KV pool budget
+  // --kv_memory_bytes: KV pool budget; 0: what the device has left after a profiling step
+  // (--gpu_memory_utilization).
+  int64_t kv_memory_bytes = 256ll << 20;
   int32_t max_num_seqs = 64;               // --max_num_seqs: running sequences per step
   int32_t max_num_batched_tokens = 512;    // --max_num_batched_tokens: token budget per step
   std::string listen = "127.0.0.1:50061";  // --listen: gRPC host:port

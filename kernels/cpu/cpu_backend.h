@@ -41,7 +41,7 @@ size_t AttentionWorkspaceBytes(const AttentionShape& shape, int num_threads);
 // AttentionWorkspaceBytes(shape, pool ? pool->num_threads() : 1) for a shape covering p.
 void PagedAttention(const PagedAttentionParams& p, ThreadPool* pool);
 
-class CpuBackend final : public Backend {
+class CpuBackend : public Backend {
  public:
   // num_threads: threads for attention and small-batch linear layers, caller included; <= 0
   // means all cores. OpenBLAS keeps its own threads for SGEMV/SGEMM.

@@ -33,6 +33,7 @@ using testing::PoisonPool;
 using testing::RecomputeLastLogits;
 using testing::RelativeError;
 using testing::ShuffledBlocks;
+using testing::UploadToCpu;
 
 constexpr double kMaxRelativeError = 1e-5;
 constexpr int32_t kNumBlocks = 256;
@@ -69,11 +70,12 @@ struct Harness {
                          .max_num_seqs = 8,
                          .max_context_len = max_tokens,
                          .max_logit_rows = max_tokens};
-    auto created = LlamaModel::Create(&weights, &backend, limits, block_size);
+    device_weights = UploadToCpu(weights, 2);
+    auto created = LlamaModel::Create(device_weights.get(), limits, block_size);
     EXPECT_TRUE(created.ok()) << created.status();
     model = std::move(created).value();
-    cache = HostKvPool::Create(model->kv_layout(), kNumBlocks).value();
-    reference_pool = HostKvPool::Create(model->kv_layout(), kNumBlocks).value();
+    cache = KvPool::Create(model->kv_layout(), kNumBlocks, model->backend()).value();
+    reference_pool = KvPool::Create(model->kv_layout(), kNumBlocks, model->backend()).value();
     PoisonPool(*cache);
     PoisonPool(*reference_pool);
   }
@@ -84,10 +86,10 @@ struct Harness {
                                absl::MakeConstSpan(tokens.data(), position + 1));
   }
 
-  kernels::cpu::CpuBackend backend{2};
+  std::unique_ptr<DeviceWeights> device_weights;
   std::unique_ptr<LlamaModel> model;
-  std::unique_ptr<HostKvPool> cache;
-  std::unique_ptr<HostKvPool> reference_pool;
+  std::unique_ptr<KvPool> cache;
+  std::unique_ptr<KvPool> reference_pool;
 };
 
 // One sequence: a prompt of prompt_len random tokens prefilled in chunks of `chunk` (0: all at

@@ -6,4 +6,4 @@ kvserve_add_test(NAME cache_fidelity_test
                  SOURCES ${CMAKE_CURRENT_LIST_DIR}/cache_fidelity_test.cc
                  LIBS kvserve_model LABELS unit)
 kvserve_add_test(NAME reference_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/reference_test.cc
-                 LIBS kvserve_model nlohmann_json::nlohmann_json LABELS unit)
+                 LIBS kvserve_model kvserve_engine nlohmann_json::nlohmann_json LABELS unit)

@@ -14,7 +14,6 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/forward_batch.h"
-#include "model/generator.h"
 #include "model/kv_pool.h"
 #include "model/weights_loader.h"
 #include "tests/model/llama_model_test_util.h"
@@ -46,19 +45,21 @@ class LlamaModelTest : public ::testing::Test {
     auto loaded = LoadWeights("synthetic:tiny:seed=3");
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     weights_ = std::move(loaded).value();
-    auto model = LlamaModel::Create(&weights_, &backend_, limits_, kBlockSize);
+    device_weights_ = testing::UploadToCpu(weights_);
+    ASSERT_NE(device_weights_, nullptr);
+    auto model = LlamaModel::Create(device_weights_.get(), limits_, kBlockSize);
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = std::move(model).value();
-    pool_ = HostKvPool::Create(model_->kv_layout(), 16).value();
+    pool_ = KvPool::Create(model_->kv_layout(), 16, model_->backend()).value();
   }
 
   static constexpr int32_t kBlockSize = 8;
   ForwardLimits limits_{
       .max_num_tokens = 32, .max_num_seqs = 4, .max_context_len = 64, .max_logit_rows = 32};
-  kernels::cpu::CpuBackend backend_{1};
   ModelWeights weights_;
+  std::unique_ptr<DeviceWeights> device_weights_;
   std::unique_ptr<LlamaModel> model_;
-  std::unique_ptr<HostKvPool> pool_;
+  std::unique_ptr<KvPool> pool_;
 };
 
 TEST(ForwardBatchBuilderTest, SlotsFollowTheBlockTable) {
@@ -93,9 +94,9 @@ TEST(ForwardBatchBuilderTest, RejectsBlockTableThatDoesNotCoverTheTokens) {
 TEST_F(LlamaModelTest, CreateRejectsBadLimitsAndBlockSize) {
   ForwardLimits bad = limits_;
   bad.max_num_tokens = 0;
-  EXPECT_EQ(LlamaModel::Create(&weights_, &backend_, bad, 8).status().code(),
+  EXPECT_EQ(LlamaModel::Create(device_weights_.get(), bad, 8).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(LlamaModel::Create(&weights_, &backend_, limits_, 12).status().code(),
+  EXPECT_EQ(LlamaModel::Create(device_weights_.get(), limits_, 12).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -131,7 +132,7 @@ TEST_F(LlamaModelTest, ForwardRejectsInconsistentBatches) {
   ASSERT_TRUE(builder.AddSequence({1, 2}, 0, table, LogitsFor::kLast).ok());
   KvLayout other = model_->kv_layout();
   other.block_size = 16;
-  auto other_pool = HostKvPool::Create(other, 4).value();
+  auto other_pool = KvPool::Create(other, 4, model_->backend()).value();
   EXPECT_EQ(model_->Forward(builder.View(), *other_pool).status().code(),
             absl::StatusCode::kFailedPrecondition);
 }
@@ -193,33 +194,6 @@ TEST_F(LlamaModelTest, ForwardAllocatesNothing) {
   ASSERT_TRUE(logits.ok()) << logits.status();
   EXPECT_EQ(after - before, 0);
   EXPECT_EQ(logits->size(), 2u * weights_.config.vocab_size);
-}
-
-// A second Generate with the same prompt is served from the prefix cache (the blocks of the first
-// stay evictable in the pool) and still produces the same greedy tokens.
-TEST_F(LlamaModelTest, GeneratorReusesCachedPrefixAcrossCalls) {
-  auto generator = Generator::Create(
-      &weights_, &backend_,
-      GeneratorOptions{
-          .block_size = 8, .max_num_tokens = 16, .max_num_seqs = 2, .max_context_len = 64});
-  ASSERT_TRUE(generator.ok()) << generator.status();
-  std::vector<int32_t> prompt(40);
-  std::iota(prompt.begin(), prompt.end(), 10);
-  GenerateRequest request;
-  request.sampling.temperature = 0.0f;
-  request.max_tokens = 10;
-  std::vector<std::vector<int32_t>> first;
-  std::vector<std::vector<int32_t>> second;
-  auto stats = (*generator)->Generate({prompt}, request, nullptr, &first);
-  ASSERT_TRUE(stats.ok()) << stats.status();
-  EXPECT_EQ(stats->cached_prompt_tokens, 0);
-  EXPECT_EQ(stats->prompt_tokens, 40);
-  stats = (*generator)->Generate({prompt}, request, nullptr, &second);
-  ASSERT_TRUE(stats.ok()) << stats.status();
-  EXPECT_EQ(stats->cached_prompt_tokens, 32);  // 4 full blocks; the last token is recomputed
-  EXPECT_EQ(stats->prompt_tokens, 8);
-  ASSERT_EQ(first[0].size(), 10u);
-  EXPECT_EQ(second, first);
 }
 
 }  // namespace

@@ -7,12 +7,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <vector>
 
 #include "absl/types/span.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "model/device_weights.h"
 #include "model/forward_batch.h"
 #include "model/kv_pool.h"
 #include "model/llama_model.h"
@@ -64,21 +67,38 @@ inline double RelativeError(absl::Span<const float> got, absl::Span<const float>
   return max_want > 0.0 ? max_diff / max_want : max_diff;
 }
 
-// Fills every K and V pool of `pool` with NaN, so that reading any slot that was not written
-// in this test poisons the logits.
-inline void PoisonPool(HostKvPool& pool) {
+// `weights` converted to `dtype` in the memory of a new CPU backend of `threads` threads.
+inline std::unique_ptr<DeviceWeights> UploadToCpu(const ModelWeights& weights, int threads = 1,
+                                                  kernels::DType dtype = kernels::DType::kF32) {
+  auto uploaded =
+      DeviceWeights::Upload(weights, std::make_shared<kernels::cpu::CpuBackend>(threads), dtype);
+  EXPECT_TRUE(uploaded.ok()) << uploaded.status();
+  return uploaded.ok() ? *std::move(uploaded) : nullptr;
+}
+
+// Fills every K and V pool of `pool` with NaN (in its dtype), so that reading any slot that was
+// not written in this test poisons the logits.
+inline void PoisonPool(KvPool& pool) {
   const int64_t elements = pool.layout().elements_per_block_per_pool() * pool.num_blocks();
+  const kernels::DType dtype = pool.Layer(0).dtype;
+  std::vector<uint8_t> nans(kernels::RowBytes(dtype, elements));
+  if (dtype == kernels::DType::kF32) {
+    std::fill_n(reinterpret_cast<float*>(nans.data()), elements, std::nanf(""));
+  } else {  // bf16 0x7FC0 and f16 0x7E00 are both quiet NaNs
+    std::fill_n(reinterpret_cast<uint16_t*>(nans.data()), elements,
+                dtype == kernels::DType::kBF16 ? 0x7FC0 : 0x7E00);
+  }
   for (int32_t layer = 0; layer < pool.layout().num_layers; ++layer) {
     const kernels::PagedKvView view = pool.Layer(layer);
-    std::fill_n(static_cast<float*>(view.k), elements, std::nanf(""));
-    std::fill_n(static_cast<float*>(view.v), elements, std::nanf(""));
+    pool.backend()->CopyToDevice(view.k, nans.data(), nans.size());
+    pool.backend()->CopyToDevice(view.v, nans.data(), nans.size());
   }
 }
 
 // The full-recompute reference: logits [vocab] of the last token of `prefix`, computed by one
 // prefill of the whole prefix into a fresh pool (blocks 1, 2, ... in order). No state survives
 // between calls except the pool's memory, which the new prefill overwrites before reading.
-inline std::vector<float> RecomputeLastLogits(LlamaModel& model, HostKvPool& scratch_pool,
+inline std::vector<float> RecomputeLastLogits(LlamaModel& model, KvPool& scratch_pool,
                                               absl::Span<const int32_t> prefix) {
   const int32_t block_size = model.block_size();
   std::vector<int32_t> table((prefix.size() + block_size - 1) / block_size);

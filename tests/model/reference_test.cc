@@ -22,7 +22,11 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "model/default_model.h"
 #include "model/forward_batch.h"
-#include "model/generator.h"
+#include "model/device_weights.h"
+#include "tests/model/llama_model_test_util.h"
+#include "worker/engine_core.h"
+#include "worker/offline_generate.h"
+#include "worker/llama_model_runner.h"
 #include "model/kv_pool.h"
 #include "model/llama_model.h"
 #include "model/weights_loader.h"
@@ -42,15 +46,20 @@ class ReferenceTest : public ::testing::TestWithParam<std::string> {
     auto loaded = LoadWeights(path);
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     weights_ = new ModelWeights(std::move(loaded).value());
+    device_weights_ = testing::UploadToCpu(*weights_, 2).release();
   }
   static void TearDownTestSuite() {
+    delete device_weights_;
+    device_weights_ = nullptr;
     delete weights_;
     weights_ = nullptr;
   }
   static ModelWeights* weights_;
+  static DeviceWeights* device_weights_;
 };
 
 ModelWeights* ReferenceTest::weights_ = nullptr;
+DeviceWeights* ReferenceTest::device_weights_ = nullptr;
 
 nlohmann::json ReadFixture(const std::string& name) {
   const std::string path =
@@ -71,11 +80,10 @@ TEST_P(ReferenceTest, LogitsAndGreedyContinuationMatchFloat64Reference) {
   const int32_t vocab = weights_->config.vocab_size;
   const int32_t total = static_cast<int32_t>(prompt.size() + want_greedy.size());
 
-  kernels::cpu::CpuBackend backend(2);
   ForwardLimits limits{.max_num_tokens = 128, .max_num_seqs = 1, .max_logit_rows = 128};
-  auto model = LlamaModel::Create(weights_, &backend, limits, kBlockSize);
+  auto model = LlamaModel::Create(device_weights_, limits, kBlockSize);
   ASSERT_TRUE(model.ok()) << model.status();
-  auto pool = HostKvPool::Create((*model)->kv_layout(), 32);
+  auto pool = KvPool::Create((*model)->kv_layout(), 32, (*model)->backend());
   ASSERT_TRUE(pool.ok()) << pool.status();
   std::vector<int32_t> block_table((total + kBlockSize - 1) / kBlockSize);
   std::iota(block_table.rbegin(), block_table.rend(), 3);  // descending, non-contiguous order
@@ -129,39 +137,48 @@ TEST_P(ReferenceTest, LogitsAndGreedyContinuationMatchFloat64Reference) {
   EXPECT_EQ(got_greedy, want_greedy) << "reference text: " << fixture["greedy_text"];
 }
 
-// The Generator (KvCacheManager blocks, chunked prefill, batched decode) reproduces the
-// reference's greedy continuations for two prompts of different lengths in one batch.
-TEST_F(ReferenceTest, GeneratorBatchReproducesGreedyContinuations) {
+// The serving engine (EngineCore: KvCacheManager blocks, chunked prefill, batched decode, the
+// runner's device greedy path) reproduces the reference's greedy continuations for two prompts of
+// different lengths in one batch.
+TEST_F(ReferenceTest, EngineBatchReproducesGreedyContinuations) {
   if (weights_ == nullptr) {
     GTEST_FAIL() << "default model missing at " << DefaultModelPath() << " (run scripts/setup.sh)";
   }
   const nlohmann::json story = ReadFixture("story");
   const nlohmann::json capital = ReadFixture("capital");
-  const std::vector<std::vector<int32_t>> prompts = {
-      story["prompt_ids"].get<std::vector<int32_t>>(),
-      capital["prompt_ids"].get<std::vector<int32_t>>()};
-  kernels::cpu::CpuBackend backend(2);
+  std::shared_ptr<const DeviceWeights> device = testing::UploadToCpu(*weights_, 2);
+  auto runner = LlamaModelRunner::Create(device, {});
+  ASSERT_TRUE(runner.ok()) << runner.status();
   // A 9-token budget: the story prompt is prefilled in chunks while the other sequence decodes.
-  auto generator = Generator::Create(
-      weights_, &backend,
-      GeneratorOptions{
-          .block_size = 8, .max_num_tokens = 9, .max_num_seqs = 2, .max_context_len = 128});
-  ASSERT_TRUE(generator.ok()) << generator.status();
-  GenerateRequest request;
-  request.sampling.temperature = 0.0f;
-  request.max_tokens = 32;
-  std::vector<std::vector<int32_t>> outputs;
-  int32_t streamed = 0;
-  auto stats = (*generator)
-                   ->Generate(
-                       prompts, request, [&](int32_t, int32_t) { ++streamed; }, &outputs);
+  EngineOptions options;
+  options.block_size = 8;
+  options.num_kv_blocks = 64;
+  options.max_num_seqs = 2;
+  options.max_num_batched_tokens = 9;
+  options.max_context_len = 128;
+  auto core = EngineCore::Create(options, *std::move(runner), nullptr, nullptr);
+  ASSERT_TRUE(core.ok()) << core.status();
+  std::vector<EngineRequest> requests(2);
+  int index = 0;
+  for (const nlohmann::json* fixture : {&story, &capital}) {
+    EngineRequest& request = requests[index];
+    request.request_id = absl::StrCat("r", index++);
+    request.prompt_token_ids = (*fixture)["prompt_ids"].get<std::vector<int32_t>>();
+    request.sampling.temperature = 0.0f;
+    request.sampling.max_tokens = 32;
+    request.sampling.ignore_eos = true;
+  }
+  std::vector<OfflineResult> results;
+  auto stats = GenerateOffline(**core, requests, &results);
   ASSERT_TRUE(stats.ok()) << stats.status();
-  EXPECT_EQ(outputs[0], story["greedy_ids"].get<std::vector<int32_t>>());
-  EXPECT_EQ(outputs[1], capital["greedy_ids"].get<std::vector<int32_t>>());
-  EXPECT_EQ(streamed, 64);
-  EXPECT_EQ(stats->prompt_tokens, static_cast<int64_t>(prompts[0].size() + prompts[1].size()));
-  EXPECT_EQ((*generator)->cache_manager().Stats().used_blocks, 0);
-  EXPECT_TRUE((*generator)->cache_manager().CheckInvariants().ok());
+  EXPECT_EQ(results[0].token_ids, story["greedy_ids"].get<std::vector<int32_t>>());
+  EXPECT_EQ(results[1].token_ids, capital["greedy_ids"].get<std::vector<int32_t>>());
+  EXPECT_EQ(stats->generated_tokens, 64);
+  EXPECT_EQ(stats->prompt_tokens,
+            static_cast<int64_t>(requests[0].prompt_token_ids.size() +
+                                 requests[1].prompt_token_ids.size()));
+  EXPECT_EQ((*core)->manager().Stats().used_blocks, 0);
+  EXPECT_TRUE((*core)->manager().CheckInvariants().ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceTest,

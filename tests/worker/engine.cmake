@@ -13,3 +13,5 @@ kvserve_add_test(NAME engine_api_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_a
                  LIBS kvserve_engine LABELS unit)
 kvserve_add_test(NAME engine_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_test.cc
                  LIBS kvserve_engine LABELS integration TIMEOUT 900)
+kvserve_add_test(NAME device_runner_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/device_runner_test.cc
+                 LIBS kvserve_engine LABELS unit)

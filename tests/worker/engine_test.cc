@@ -29,9 +29,8 @@ using testing::RequestResult;
 constexpr absl::Duration kTimeout = absl::Minutes(5);
 
 struct LoadedModel {
-  std::shared_ptr<const ModelWeights> weights;
+  std::shared_ptr<const DeviceWeights> weights;
   std::unique_ptr<Tokenizer> tokenizer;
-  std::shared_ptr<kernels::Backend> backend;
 };
 
 LoadedModel* model = nullptr;
@@ -47,8 +46,11 @@ class EngineTest : public ::testing::Test {
     ASSERT_TRUE(gguf.ok()) << gguf.status();
     auto tokenizer = Tokenizer::FromGguf(**gguf);
     ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-    model = new LoadedModel{std::make_shared<const ModelWeights>(*std::move(weights)),
-                            *std::move(tokenizer), std::make_shared<kernels::cpu::CpuBackend>()};
+    auto uploaded = DeviceWeights::Upload(*weights, std::make_shared<kernels::cpu::CpuBackend>(),
+                                          kernels::DType::kF32);
+    ASSERT_TRUE(uploaded.ok()) << uploaded.status();
+    model = new LoadedModel{std::shared_ptr<const DeviceWeights>(*std::move(uploaded)),
+                            *std::move(tokenizer)};
   }
 
   void SetUp() override {
@@ -66,7 +68,7 @@ class EngineTest : public ::testing::Test {
   }
 
   static std::unique_ptr<Engine> MakeEngine(const EngineOptions& options = Options()) {
-    auto runner = LlamaModelRunner::Create(model->weights, model->backend);
+    auto runner = LlamaModelRunner::Create(model->weights, {});
     EXPECT_TRUE(runner.ok()) << runner.status();
     auto engine = Engine::Create(options, *std::move(runner), model->tokenizer.get(), nullptr);
     EXPECT_TRUE(engine.ok()) << engine.status();

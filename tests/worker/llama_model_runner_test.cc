@@ -22,18 +22,21 @@ namespace {
 using testing::MakeRequest;
 using testing::RequestResult;
 
-std::shared_ptr<const ModelWeights> TinyWeights() {
-  static std::shared_ptr<const ModelWeights> weights = [] {
+std::shared_ptr<const DeviceWeights> TinyWeights() {
+  static std::shared_ptr<const DeviceWeights> weights = [] {
     absl::StatusOr<ModelWeights> loaded = LoadWeights("synthetic:tiny:seed=3");
     EXPECT_TRUE(loaded.ok()) << loaded.status();
-    return std::make_shared<const ModelWeights>(*std::move(loaded));
+    auto uploaded = DeviceWeights::Upload(*loaded, std::make_shared<kernels::cpu::CpuBackend>(1),
+                                          kernels::DType::kF32);
+    EXPECT_TRUE(uploaded.ok()) << uploaded.status();
+    return std::shared_ptr<const DeviceWeights>(*std::move(uploaded));
   }();
   return weights;
 }
 
 std::unique_ptr<LlamaModelRunner> MakeRunner(const RunnerConfig& config) {
   auto runner =
-      LlamaModelRunner::Create(TinyWeights(), std::make_shared<kernels::cpu::CpuBackend>(1));
+      LlamaModelRunner::Create(TinyWeights(), {});
   EXPECT_TRUE(runner.ok()) << runner.status();
   EXPECT_TRUE((*runner)->Initialize(config).ok());
   return *std::move(runner);
@@ -116,7 +119,7 @@ std::map<std::string, RequestResult> RunOnCore(int32_t num_kv_blocks,
   options.max_num_seqs = 8;
   options.max_num_batched_tokens = 48;
   auto runner =
-      LlamaModelRunner::Create(TinyWeights(), std::make_shared<kernels::cpu::CpuBackend>(1));
+      LlamaModelRunner::Create(TinyWeights(), {});
   EXPECT_TRUE(runner.ok());
   auto core = EngineCore::Create(options, *std::move(runner), nullptr, nullptr);
   EXPECT_TRUE(core.ok()) << core.status();

@@ -327,7 +327,7 @@ TEST(WorkerOptions, DefaultsAreValidAndEveryBadFlagIsNamed) {
   };
   const Case cases[] = {
       {[](WorkerOptions* o) { o->block_size = 12; }, "--block_size"},
-      {[](WorkerOptions* o) { o->kv_memory_bytes = 0; }, "--kv_memory_bytes"},
+      {[](WorkerOptions* o) { o->kv_memory_bytes = -1; }, "--kv_memory_bytes"},
       {[](WorkerOptions* o) { o->max_num_seqs = 0; }, "--max_num_seqs"},
       {[](WorkerOptions* o) { o->max_num_batched_tokens = 8; }, "--max_num_batched_tokens"},
       {[](WorkerOptions* o) { o->listen = "nohostport"; }, "--listen"},

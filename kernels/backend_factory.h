@@ -1,0 +1,29 @@
+// CreateBackend: the one place a device name becomes a kernels::Backend, for the worker, the
+// tools and the benchmarks.
+//
+//   "cpu"               the CPU backend (host memory) with num_threads threads (<= 0: all cores)
+//   "cuda" / "cuda:N"   the CUDA backend on device N (default 0), on its own stream
+//
+// Returns nullptr and sets *error (naming the cause: an unknown name, a build without CUDA, no
+// device, a device index out of range) when the backend cannot be made. Thread-safety: any
+// thread; the result belongs to the caller.
+#ifndef KVSERVE_KERNELS_BACKEND_FACTORY_H_
+#define KVSERVE_KERNELS_BACKEND_FACTORY_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "kernels/kernels.h"
+
+namespace kvserve::kernels {
+
+std::unique_ptr<Backend> CreateBackend(std::string_view device, int num_threads,
+                                       std::string* error);
+
+// True for "cuda" and "cuda:N" names (whether or not a device is present).
+bool IsCudaDevice(std::string_view device);
+
+}  // namespace kvserve::kernels
+
+#endif  // KVSERVE_KERNELS_BACKEND_FACTORY_H_

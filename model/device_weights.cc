@@ -1,0 +1,123 @@
+#include "model/device_weights.h"
+
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace kvserve {
+namespace {
+
+using kernels::DType;
+
+// values converted to dtype (f32, bf16 or f16), as bytes ready to copy.
+std::vector<uint8_t> Convert(const std::vector<float>& values, DType dtype) {
+  std::vector<uint8_t> bytes(kernels::RowBytes(dtype, static_cast<int64_t>(values.size())));
+  if (dtype == DType::kF32) {
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+    return bytes;
+  }
+  auto* out = reinterpret_cast<uint16_t*>(bytes.data());
+  for (size_t i = 0; i < values.size(); ++i) {
+    out[i] = dtype == DType::kBF16 ? kernels::FloatToBFloat16(values[i])
+                                   : kernels::FloatToHalf(values[i]);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+absl::StatusOr<kernels::DType> ParseDType(std::string_view value, bool on_gpu,
+                                          std::string_view flag) {
+  if (value == "auto") return on_gpu ? DType::kBF16 : DType::kF32;
+  if (value == "float32") return DType::kF32;
+  if (value == "bfloat16") return DType::kBF16;
+  if (value == "float16") return DType::kF16;
+  return absl::InvalidArgumentError(absl::StrCat(
+      std::string(flag), ": must be auto, float32, bfloat16 or float16, got \"",
+      std::string(value), "\""));
+}
+
+absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(
+    const ModelWeights& weights, std::shared_ptr<kernels::Backend> backend, DType dtype) {
+  if (backend == nullptr) return absl::InvalidArgumentError("DeviceWeights: backend must be set");
+  if (absl::Status status = weights.Validate(); !status.ok()) return status;
+  if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16) {
+    return absl::InvalidArgumentError(absl::StrCat("weights can be converted to f32, bf16 or f16, not ",
+                                                   kernels::DTypeName(dtype)));
+  }
+  const ModelConfig& c = weights.config;
+  std::unique_ptr<DeviceWeights> out(new DeviceWeights(c, backend, dtype));
+  kernels::Backend* device = backend.get();
+  const int64_t q_dim = int64_t{c.num_heads} * c.head_dim;
+  const int64_t kv_dim = int64_t{c.num_kv_heads} * c.head_dim;
+  auto matrix = [&](const std::vector<float>& v, int64_t rows, int64_t cols,
+                    WeightView* view) -> absl::Status {
+    absl::StatusOr<WeightView> uploaded = out->UploadMatrix(v, rows, cols);
+    if (!uploaded.ok()) return uploaded.status();
+    *view = *uploaded;
+    return absl::OkStatus();
+  };
+  auto vector = [&](const std::vector<float>& v, const float** ptr) -> absl::Status {
+    absl::StatusOr<const float*> uploaded = out->UploadVector(v);
+    if (!uploaded.ok()) return uploaded.status();
+    *ptr = *uploaded;
+    return absl::OkStatus();
+  };
+  absl::Status s = matrix(weights.token_embedding, c.vocab_size, c.hidden_size, &out->embedding_);
+  if (s.ok() && !c.tie_word_embeddings) {
+    s = matrix(weights.lm_head, c.vocab_size, c.hidden_size, &out->lm_head_);
+  }
+  if (s.ok()) s = vector(weights.final_norm, &out->final_norm_);
+  out->layers_.resize(c.num_layers);
+  for (int32_t l = 0; s.ok() && l < c.num_layers; ++l) {
+    const LayerWeights& src = weights.layers[l];
+    DeviceLayer& dst = out->layers_[l];
+    for (const absl::Status& step :
+         {vector(src.attn_norm, &dst.attn_norm), matrix(src.wq, q_dim, c.hidden_size, &dst.wq),
+          matrix(src.wk, kv_dim, c.hidden_size, &dst.wk),
+          matrix(src.wv, kv_dim, c.hidden_size, &dst.wv), vector(src.bq, &dst.bq),
+          vector(src.bk, &dst.bk), vector(src.bv, &dst.bv),
+          matrix(src.wo, c.hidden_size, q_dim, &dst.wo), vector(src.ffn_norm, &dst.ffn_norm),
+          matrix(src.w_gate, c.intermediate_size, c.hidden_size, &dst.w_gate),
+          matrix(src.w_up, c.intermediate_size, c.hidden_size, &dst.w_up),
+          matrix(src.w_down, c.hidden_size, c.intermediate_size, &dst.w_down)}) {
+      if (!step.ok()) {
+        s = step;
+        break;
+      }
+    }
+  }
+  if (!s.ok()) return s;
+  if (!device->Synchronize()) {
+    return absl::InternalError("copying the weights to the device failed");
+  }
+  return out;
+}
+
+absl::StatusOr<const float*> DeviceWeights::UploadVector(const std::vector<float>& values) {
+  if (values.empty()) return nullptr;
+  const size_t bytes = values.size() * sizeof(float);
+  absl::StatusOr<DeviceBuffer> buffer = DeviceBuffer::Allocate(backend_.get(), bytes, "weights");
+  if (!buffer.ok()) return buffer.status();
+  backend_->CopyToDevice(buffer->data(), values.data(), bytes);
+  bytes_ += static_cast<int64_t>(bytes);
+  const float* data = buffer->as<const float>();
+  buffers_.push_back(*std::move(buffer));
+  return data;
+}
+
+absl::StatusOr<WeightView> DeviceWeights::UploadMatrix(const std::vector<float>& values,
+                                                       int64_t rows, int64_t cols) {
+  const std::vector<uint8_t> converted = Convert(values, dtype_);
+  absl::StatusOr<DeviceBuffer> buffer =
+      DeviceBuffer::Allocate(backend_.get(), converted.size(), "weights");
+  if (!buffer.ok()) return buffer.status();
+  backend_->CopyToDevice(buffer->data(), converted.data(), converted.size());
+  bytes_ += static_cast<int64_t>(converted.size());
+  WeightView view{.data = buffer->data(), .dtype = dtype_, .rows = rows, .cols = cols};
+  buffers_.push_back(*std::move(buffer));
+  return view;
+}
+
+}  // namespace kvserve

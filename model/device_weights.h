@@ -1,0 +1,97 @@
+// DeviceWeights: a model's weights resident in a backend's memory, each matrix in the storage
+// type the model runs with (f32, bf16 or f16 now; the view is ready for GGUF block types), norms
+// and biases in fp32. Built once at load from the fp32 ModelWeights a reader produced (each
+// matrix converted once, then copied to the device); after that the host copy may be dropped.
+//
+// Thread-safety: immutable after Upload; may be shared read-only by several models on the same
+// backend.
+#ifndef KVSERVE_MODEL_DEVICE_WEIGHTS_H_
+#define KVSERVE_MODEL_DEVICE_WEIGHTS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/dtype.h"
+#include "kernels/kernels.h"
+#include "model/device_buffer.h"
+#include "model/model_weights.h"
+
+namespace kvserve {
+
+// A matrix in backend memory: rows of RowBytes(dtype, cols) bytes, row-major [out, in].
+struct WeightView {
+  const void* data = nullptr;  // [rows, cols] of dtype
+  kernels::DType dtype = kernels::DType::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+
+struct DeviceLayer {
+  const float* attn_norm = nullptr;  // [hidden]
+  WeightView wq;                     // [num_heads * head_dim, hidden]
+  WeightView wk;                     // [num_kv_heads * head_dim, hidden]
+  WeightView wv;                     // [num_kv_heads * head_dim, hidden]
+  const float* bq = nullptr;         // [num_heads * head_dim] or nullptr
+  const float* bk = nullptr;         // [num_kv_heads * head_dim] or nullptr
+  const float* bv = nullptr;         // [num_kv_heads * head_dim] or nullptr
+  WeightView wo;                     // [hidden, num_heads * head_dim]
+  const float* ffn_norm = nullptr;   // [hidden]
+  WeightView w_gate;                 // [intermediate, hidden]
+  WeightView w_up;                   // [intermediate, hidden]
+  WeightView w_down;                 // [hidden, intermediate]
+};
+
+class DeviceWeights {
+ public:
+  // Converts every matrix (and the embedding table) of `weights` to `dtype` and copies all of
+  // it into `backend`'s memory. INVALID_ARGUMENT when the weights do not validate or dtype is
+  // not f32, bf16 or f16; RESOURCE_EXHAUSTED when the backend runs out of memory.
+  // The weights keep the backend alive (models and KV pools made from them borrow it).
+  static absl::StatusOr<std::unique_ptr<DeviceWeights>> Upload(
+      const ModelWeights& weights, std::shared_ptr<kernels::Backend> backend, kernels::DType dtype);
+
+  const ModelConfig& config() const { return config_; }
+  kernels::DType dtype() const { return dtype_; }
+  kernels::Backend* backend() const { return backend_.get(); }
+  const WeightView& embedding() const { return embedding_; }  // [vocab, hidden]
+  const DeviceLayer& layer(int32_t index) const { return layers_[index]; }
+  const float* final_norm() const { return final_norm_; }  // [hidden]
+  // lm_head, or the embedding table when tied.
+  const WeightView& output() const { return config_.tie_word_embeddings ? embedding_ : lm_head_; }
+  // Backend memory the weights take.
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  DeviceWeights(const ModelConfig& config, std::shared_ptr<kernels::Backend> backend,
+                kernels::DType dtype)
+      : config_(config), backend_(std::move(backend)), dtype_(dtype) {}
+
+  // Copies `values` to the backend as fp32 (norms, biases); nullptr for an empty vector.
+  absl::StatusOr<const float*> UploadVector(const std::vector<float>& values);
+  // Converts `values` ([rows, cols] fp32) to dtype_ and copies it to the backend.
+  absl::StatusOr<WeightView> UploadMatrix(const std::vector<float>& values, int64_t rows,
+                                          int64_t cols);
+
+  ModelConfig config_;
+  std::shared_ptr<kernels::Backend> backend_;  // declared first: destroyed after buffers_
+  kernels::DType dtype_;
+  WeightView embedding_;
+  WeightView lm_head_;
+  std::vector<DeviceLayer> layers_;
+  const float* final_norm_ = nullptr;
+  std::vector<DeviceBuffer> buffers_;  // everything above points into these
+  int64_t bytes_ = 0;
+};
+
+// The weight storage type a flag names: "float32", "bfloat16", "float16"; "auto" is bf16 on a
+// GPU and f32 on the CPU. INVALID_ARGUMENT naming `flag` otherwise.
+absl::StatusOr<kernels::DType> ParseDType(std::string_view value, bool on_gpu,
+                                          std::string_view flag);
+
+}  // namespace kvserve
+
+#endif  // KVSERVE_MODEL_DEVICE_WEIGHTS_H_

@@ -1,0 +1,59 @@
+#include "worker/runner_factory.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/backend_factory.h"
+#include "model/device_weights.h"
+#include "model/kv_pool.h"
+#include "model/weights_loader.h"
+
+namespace kvserve {
+
+absl::StatusOr<CreatedRunner> CreateLlamaRunner(const RunnerFactoryOptions& options) {
+  const bool on_gpu = kernels::IsCudaDevice(options.device);
+  absl::StatusOr<kernels::DType> dtype = ParseDType(options.dtype, on_gpu, "dtype");
+  if (!dtype.ok()) return dtype.status();
+  absl::StatusOr<KvDtype> kv_dtype = ParseKvDtype(options.kv_cache_dtype, *dtype, "kv_cache_dtype");
+  if (!kv_dtype.ok()) return kv_dtype.status();
+  if (options.num_threads < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_threads: must be >= 0, got ", options.num_threads));
+  }
+  // The device first: a missing GPU is reported before minutes of loading.
+  std::string error;
+  std::shared_ptr<kernels::Backend> backend =
+      kernels::CreateBackend(options.device, options.num_threads, &error);
+  if (backend == nullptr) {
+    if (!on_gpu && options.device != "cpu") {
+      return absl::InvalidArgumentError(absl::StrCat("device: ", error));
+    }
+    return absl::FailedPreconditionError(absl::StrCat("device ", options.device, ": ", error));
+  }
+  CreatedRunner created;
+  created.backend_name = backend->name();
+  created.weight_dtype = *dtype;
+  created.kv_dtype = *kv_dtype;
+  std::shared_ptr<const DeviceWeights> weights;
+  {
+    absl::StatusOr<ModelWeights> host = LoadWeights(options.model);  // dropped after the upload
+    if (!host.ok()) {
+      return absl::Status(host.status().code(), absl::StrCat("model: ", host.status().message()));
+    }
+    created.config = host->config;
+    absl::StatusOr<std::unique_ptr<DeviceWeights>> uploaded =
+        DeviceWeights::Upload(*host, std::move(backend), *dtype);
+    if (!uploaded.ok()) return uploaded.status();
+    weights = *std::move(uploaded);
+  }
+  created.weight_bytes = weights->bytes();
+  absl::StatusOr<std::unique_ptr<LlamaModelRunner>> runner = LlamaModelRunner::Create(
+      std::move(weights), {.kv_dtype = *kv_dtype,
+                           .memory_utilization = options.gpu_memory_utilization,
+                           .enforce_eager = options.enforce_eager});
+  if (!runner.ok()) return runner.status();
+  created.runner = *std::move(runner);
+  return created;
+}
+
+}  // namespace kvserve

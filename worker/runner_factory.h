@@ -1,0 +1,45 @@
+// CreateLlamaRunner: the one path from a model spec and device flags to a LlamaModelRunner, used
+// by kvserve-worker, kvserve-generate and the benchmarks, so every tool runs what serves.
+//
+// Loads the weights (fp32, model/weights_loader.h), makes the backend (kernels/backend_factory.h),
+// converts and copies the weights to it once (DeviceWeights) and drops the host copy.
+// Thread-safety: plain functions.
+#ifndef KVSERVE_WORKER_RUNNER_FACTORY_H_
+#define KVSERVE_WORKER_RUNNER_FACTORY_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "model/model_config.h"
+#include "worker/llama_model_runner.h"
+
+namespace kvserve {
+
+struct RunnerFactoryOptions {
+  std::string model;                    // a spec for LoadWeights
+  std::string device = "cpu";           // cpu, cuda, cuda:N
+  std::string dtype = "auto";           // weights: auto, float32, bfloat16, float16
+  std::string kv_cache_dtype = "auto";  // auto (= the weights'), float32, bfloat16, float16
+  int32_t num_threads = 0;              // CPU threads; 0: one per core
+  double gpu_memory_utilization = 0.9;
+  bool enforce_eager = false;
+};
+
+struct CreatedRunner {
+  std::unique_ptr<LlamaModelRunner> runner;
+  ModelConfig config;
+  std::string backend_name;  // "cpu", "cuda"
+  int64_t weight_bytes = 0;  // resident on the device
+  kernels::DType weight_dtype = kernels::DType::kF32;
+  KvDtype kv_dtype = KvDtype::kF32;
+};
+
+// INVALID_ARGUMENT naming the flag for a bad value; FAILED_PRECONDITION naming the cause when the
+// device is not there (no GPU, a build without CUDA); loader errors as LoadWeights gives them.
+absl::StatusOr<CreatedRunner> CreateLlamaRunner(const RunnerFactoryOptions& options);
+
+}  // namespace kvserve
+
+#endif  // KVSERVE_WORKER_RUNNER_FACTORY_H_
