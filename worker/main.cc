@@ -119,6 +119,7 @@ int Run() {
   std::cout << "kvserve-worker grpc_port=" << (*server)->grpc_port() << "\n"
             << "kvserve-worker metrics_port=" << (*server)->metrics_port() << "\n"
             << "kvserve-worker worker_id=" << (*server)->worker_id() << "\n"
+            << "kvserve-worker kv_blocks=" << (*server)->num_kv_blocks() << "\n"
             << "kvserve-worker ready" << std::endl;
 
   int signal_number = 0;

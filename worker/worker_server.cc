@@ -120,4 +120,6 @@ WorkerServer::~WorkerServer() {
   exposer_.reset();  // civetweb's stop takes about 2 s (its threads poll with a timeout)
 }
 
+int32_t WorkerServer::num_kv_blocks() const { return engine_->num_kv_blocks(); }
+
 }  // namespace kvserve

@@ -49,6 +49,8 @@ class WorkerServer {
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
   const std::string& worker_id() const { return worker_id_; }
+  // Usable KV blocks of the pool (sized at start-up; also the kvserve_kv_blocks gauge).
+  int32_t num_kv_blocks() const;
 
   // See above; true when every request finished within `timeout`. Idempotent.
   bool Drain(absl::Duration timeout);

@@ -15,3 +15,7 @@ kvserve_add_test(NAME engine_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_test.
                  LIBS kvserve_engine LABELS integration TIMEOUT 900)
 kvserve_add_test(NAME device_runner_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/device_runner_test.cc
                  LIBS kvserve_engine LABELS unit)
+# The default model on a CUDA device against the CPU (scripts/gpu_check.sh); skips without one.
+kvserve_add_test(NAME gpu_model_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/gpu_model_test.cc
+                 LIBS kvserve_engine nlohmann_json::nlohmann_json LABELS gpu TIMEOUT 600)
+set_tests_properties(gpu_model_test PROPERTIES SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
