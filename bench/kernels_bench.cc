@@ -1,5 +1,12 @@
 // Kernel micro-benchmarks on the CPU backend.
 //   BM_Linear               sgemm through cpu::Linear; counter FLOP/s (2 * M * N * K per call)
+//   BM_TypedLinear          cpu::Linear on weights stored as f32 / bf16 / f16 / q8_0 / q4_1 / q4_k
+//   /
+//                           q6_k at SmolLM2-135M shapes (576->1536 up/gate, 1536->576 down,
+//                           576->49152 lm_head; K-quants need in % 256 == 0: down only), T = 1, 8,
+//                           32, on a 2-thread pool; bytes/s of W read, and w_bw_fraction = that
+//                           rate / the 2-thread read bandwidth. W is cycled through copies
+//                           totalling >= 256 MiB, so it streams from DRAM as in a decode step.
 //   BM_MemoryReadBandwidth  sum of a 256 MiB buffer, 1 and 2 threads; bytes/s read
 //   BM_MemoryCopyBandwidth  memcpy of 256 MiB; bytes/s counts read + written
 //   BM_PagedDecodeAttention decode attention, SmolLM2 shape (9 heads, 3 KV heads, head_dim 64,
@@ -16,11 +23,15 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/sampling.h"
 #include "tests/kernels/kernel_test_util.h"
+#include "tests/kernels/quant_test_util.h"
 
 namespace kvserve::kernels {
 namespace {
@@ -165,6 +176,47 @@ BENCHMARK(BM_PagedDecodeAttention)
     ->Args({32, 1024, 1})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
+
+void BM_TypedLinear(benchmark::State& state) {
+  const auto type = static_cast<DType>(state.range(0));
+  const int tokens = static_cast<int>(state.range(1));
+  const int in = static_cast<int>(state.range(2));
+  const int out = static_cast<int>(state.range(3));
+  const double bandwidth = MeasuredReadBandwidth();
+  std::mt19937 rng(4);
+  const std::vector<uint8_t> w = testing::RandomWeights(out, in, type, rng);
+  const size_t copies = std::max<size_t>(1, (kStreamBytes + w.size() - 1) / w.size());
+  std::vector<uint8_t> all(copies * w.size());
+  for (size_t c = 0; c < copies; ++c) std::memcpy(all.data() + c * w.size(), w.data(), w.size());
+  const std::vector<float> x = testing::RandomFloats(size_t{1} * tokens * in, rng);
+  std::vector<float> y(size_t{1} * tokens * out);
+  cpu::ThreadPool pool(2);
+  size_t next = 0;
+  for (auto _ : state) {
+    cpu::Linear({x.data(), all.data() + next * w.size(), nullptr, y.data(), tokens, in, out, type},
+                &pool);
+    benchmark::DoNotOptimize(y.data());
+    next = (next + 1) % copies;
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * w.size()));
+  state.counters["w_bw_fraction"] = benchmark::Counter(
+      static_cast<double>(w.size()) / bandwidth, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(DTypeName(type)) + " " + cpu::CpuIsaName(cpu::ActiveCpuIsa()));
+}
+
+void TypedLinearArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"dtype", "T", "in", "out"});
+  for (DType type : {DType::kF32, DType::kBF16, DType::kF16, DType::kQ8_0, DType::kQ4_1,
+                     DType::kQ4_K, DType::kQ6_K}) {
+    for (int tokens : {1, 8, 32}) {
+      for (const auto& [in, out] : {std::pair{576, 1536}, {1536, 576}, {576, 49152}}) {
+        if (in % GetDTypeInfo(type).block_elements != 0) continue;
+        b->Args({static_cast<int64_t>(type), tokens, in, out});
+      }
+    }
+  }
+}
+BENCHMARK(BM_TypedLinear)->Apply(TypedLinearArgs)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_Sample(benchmark::State& state) {
   const int mode = static_cast<int>(state.range(0));  // 0 greedy, 1 top-k, 2 top-p

@@ -2,9 +2,13 @@
 //
 // Each kernel is a plain function in kvserve::kernels::cpu, written to be read like llama2.c;
 // CpuBackend binds them to a Backend and owns the ThreadPool the attention runs on.
-// Threads: the linear layer uses OpenBLAS's own threads (OPENBLAS_NUM_THREADS, default: all
-// cores); paged attention is split into (sequence, KV head, query tile) items run on the pool
-// (created once with the backend, never per call). The elementwise kernels run on the calling
+// Linear on f32 weights uses OpenBLAS (SGEMV / SGEMM with its own threads, OPENBLAS_NUM_THREADS)
+// and our small-batch kernel; on bf16 / f16 weights (half_linear.h) and GGUF block types
+// (quant_linear.h: activations quantized to int8 per 32-element block, integer dot products) it
+// computes from the weights as stored, with scalar, AVX2 or AVX-512 kernels chosen at run time
+// (cpu_isa.h; KVSERVE_CPU_ISA caps the choice), its output rows split over the pool.
+// Paged attention is split into (sequence, KV head, query tile) items run on the pool (created
+// once with the backend, never per call). The elementwise kernels run on the calling
 // thread: at the batch sizes of a step they cost far less than the matrix products.
 // Thread-safety: as for Backend, one call at a time.
 #ifndef KVSERVE_KERNELS_CPU_CPU_BACKEND_H_
@@ -25,7 +29,8 @@ void NarrowRow(const float* src, DType dtype, int64_t n, void* dst);
 void Embedding(const EmbeddingParams& p);
 void RmsNorm(const RmsNormParams& p);
 void AddRmsNorm(const AddRmsNormParams& p);
-// Small batches (2..16 tokens) split their output rows over `pool` when it is given.
+// Output rows are split over `pool` when it is given: f32 weights for small batches (2..16
+// tokens), every other weight type always. REQUIRES: in_features a whole number of blocks.
 void Linear(const LinearParams& p, ThreadPool* pool = nullptr);
 void Rope(const RopeParams& p);
 void WriteKv(const KvWriteParams& p);
@@ -43,8 +48,8 @@ void PagedAttention(const PagedAttentionParams& p, ThreadPool* pool);
 
 class CpuBackend : public Backend {
  public:
-  // num_threads: threads for attention and small-batch linear layers, caller included; <= 0
-  // means all cores. OpenBLAS keeps its own threads for SGEMV/SGEMM.
+  // num_threads: threads for attention and the linear layers we run ourselves, caller included;
+  // <= 0 means all cores. OpenBLAS keeps its own threads for f32 SGEMV/SGEMM.
   explicit CpuBackend(int num_threads = 0) : pool_(num_threads) {}
 
   const char* name() const override { return "cpu"; }

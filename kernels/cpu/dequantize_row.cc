@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/quant_linear.h"
 
 namespace kvserve::kernels::cpu {
 namespace {
@@ -34,28 +35,15 @@ void DequantizeQ4Block(const uint8_t* nibbles, float scale, float offset, float*
   }
 }
 
-// Scale and min of Q4_K sub-block s (0..7) from the 12 packed bytes: sub-blocks 0-3 keep theirs
-// in the low 6 bits of bytes s and s + 4; sub-blocks 4-7 in the nibbles of byte s + 4, with the
-// top two bits in the spare high bits of bytes s - 4 and s.
-void Q4KScaleMin(const uint8_t* packed, int s, int* scale, int* min) {
-  if (s < 4) {
-    *scale = packed[s] & 63;
-    *min = packed[s + 4] & 63;
-  } else {
-    *scale = (packed[s + 4] & 0x0F) | ((packed[s - 4] >> 6) << 4);
-    *min = (packed[s + 4] >> 4) | ((packed[s] >> 6) << 4);
-  }
-}
-
 void DequantizeQ4KBlock(const uint8_t* block, float* out) {  // block: [144], out: [256]
   const float d = HalfToFloat(LoadU16(block));
   const float dmin = HalfToFloat(LoadU16(block + 2));
-  const uint8_t* packed = block + 4;  // [12]
-  const uint8_t* q = block + 16;      // [128]
+  uint8_t scales[8], mins[8];
+  UnpackKScalesMins(block + 4, scales, mins);
+  const uint8_t* q = block + 16;  // [128]
   for (int chunk = 0; chunk < 4; ++chunk) {
-    int scale_lo, min_lo, scale_hi, min_hi;
-    Q4KScaleMin(packed, 2 * chunk, &scale_lo, &min_lo);
-    Q4KScaleMin(packed, 2 * chunk + 1, &scale_hi, &min_hi);
+    const int scale_lo = scales[2 * chunk], min_lo = mins[2 * chunk];
+    const int scale_hi = scales[2 * chunk + 1], min_hi = mins[2 * chunk + 1];
     const float d_lo = d * static_cast<float>(scale_lo), m_lo = dmin * static_cast<float>(min_lo);
     const float d_hi = d * static_cast<float>(scale_hi), m_hi = dmin * static_cast<float>(min_hi);
     const uint8_t* bytes = q + 32 * chunk;
@@ -70,13 +58,13 @@ void DequantizeQ4KBlock(const uint8_t* block, float* out) {  // block: [144], ou
 void DequantizeQ5KBlock(const uint8_t* block, float* out) {  // block: [176], out: [256]
   const float d = HalfToFloat(LoadU16(block));
   const float dmin = HalfToFloat(LoadU16(block + 2));
-  const uint8_t* packed = block + 4;  // [12]
-  const uint8_t* high = block + 16;   // [32]
-  const uint8_t* q = block + 48;      // [128]
+  uint8_t scales[8], mins[8];
+  UnpackKScalesMins(block + 4, scales, mins);
+  const uint8_t* high = block + 16;  // [32]
+  const uint8_t* q = block + 48;     // [128]
   for (int chunk = 0; chunk < 4; ++chunk) {
-    int scale_lo, min_lo, scale_hi, min_hi;
-    Q4KScaleMin(packed, 2 * chunk, &scale_lo, &min_lo);
-    Q4KScaleMin(packed, 2 * chunk + 1, &scale_hi, &min_hi);
+    const int scale_lo = scales[2 * chunk], min_lo = mins[2 * chunk];
+    const int scale_hi = scales[2 * chunk + 1], min_hi = mins[2 * chunk + 1];
     const float d_lo = d * static_cast<float>(scale_lo), m_lo = dmin * static_cast<float>(min_lo);
     const float d_hi = d * static_cast<float>(scale_hi), m_hi = dmin * static_cast<float>(min_hi);
     const uint8_t* bytes = q + 32 * chunk;
@@ -137,7 +125,8 @@ void DequantizeRow(const void* src, DType type, int64_t n, float* dst_all) {
     case DType::kQ4_0:
       for (int64_t b = 0; b < num_blocks; ++b) {
         const uint8_t* block = data + b * block_bytes;  // [d: 2][nibbles: 16]
-        DequantizeQ4Block<true>(block + 2, HalfToFloat(LoadU16(block)), 0.0f, dst_all + b * kBlockSize);
+        DequantizeQ4Block<true>(block + 2, HalfToFloat(LoadU16(block)), 0.0f,
+                                dst_all + b * kBlockSize);
       }
       break;
     case DType::kQ4_1:

@@ -1,6 +1,9 @@
 // Linear layer: Y = X W^T with W row-major [out, in], so W is used transposed in place (no copy).
+// This file dispatches by weight type: f32 weights below; bf16 / f16 weights to half_linear.h and
+// GGUF block types to quant_linear.h, which compute from the weights as stored (no fp32 copy) on
+// the thread pool with the SIMD level ActiveCpuIsa() picks (cpu_isa.h).
 //
-// Three regimes, by the number of tokens T:
+// f32 weights, three regimes by the number of tokens T:
 //  - T == 1: SGEMV (OpenBLAS, which threads itself).
 //  - 1 < T <= kMaxSmallBatch (batched decode): our own kernel, which multiplies each row of W with
 //    four token rows per pass while the row sits in L1. OpenBLAS SGEMM packs all of W on every
@@ -18,9 +21,10 @@
 #endif
 
 #include <algorithm>
-#include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/half_linear.h"
+#include "kernels/cpu/quant_linear.h"
 
 namespace kvserve::kernels::cpu {
 namespace {
@@ -99,32 +103,9 @@ void SmallBatchRows(const LinearParams& p, int row_begin, int row_end) {
   SmallBatchRowsGeneric(p, row_begin, row_end);
 }
 
-// Weights of any other type: each row widened to fp32 in per-thread scratch, then dotted with
-// every token. Correct for every type; the fast typed paths replace it type by type.
-void WidenedRows(const LinearParams& p, int row_begin, int row_end) {
-  thread_local std::vector<float> row;
-  row.resize(p.in_features);
-  const int64_t row_bytes = RowBytes(p.w_dtype, p.in_features);
-  for (int o = row_begin; o < row_end; ++o) {
-    DequantizeRow(static_cast<const char*>(p.w) + o * row_bytes, p.w_dtype, p.in_features,
-                  row.data());
-    for (int t = 0; t < p.num_tokens; ++t) {
-      const float* x = p.x + static_cast<int64_t>(t) * p.in_features;  // [in]
-      float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-      for (int i = 0; i < p.in_features; ++i) acc += row[i] * x[i];
-      p.y[static_cast<int64_t>(t) * p.out_features + o] = acc;
-    }
-  }
-}
-
-void ForRows(const LinearParams& p, ThreadPool* pool,
-             void (*rows)(const LinearParams&, int, int)) {
-  const int64_t num_items = (p.out_features + kRowsPerItem - 1) / kRowsPerItem;
-  if (pool == nullptr || num_items < 2) return rows(p, 0, p.out_features);
-  pool->ParallelFor(num_items, [&](int64_t item, int /*thread_index*/) {
-    const int row_begin = static_cast<int>(item) * kRowsPerItem;
-    rows(p, row_begin, std::min(p.out_features, row_begin + kRowsPerItem));
+void ForRows(const LinearParams& p, ThreadPool* pool, void (*rows)(const LinearParams&, int, int)) {
+  ParallelForRanges(pool, p.out_features, kRowsPerItem, [&](int64_t begin, int64_t end) {
+    rows(p, static_cast<int>(begin), static_cast<int>(end));
   });
 }
 
@@ -138,14 +119,14 @@ void AddBias(const LinearParams& p) {
 
 void LinearF32(const LinearParams& p, ThreadPool* pool) {
   if (p.num_tokens == 1) {
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, p.out_features, p.in_features, 1.0f, static_cast<const float*>(p.w),
-                p.in_features, p.x, 1, 0.0f, p.y, 1);
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, p.out_features, p.in_features, 1.0f,
+                static_cast<const float*>(p.w), p.in_features, p.x, 1, 0.0f, p.y, 1);
   } else if (p.num_tokens <= kMaxSmallBatch) {
     ForRows(p, pool, &SmallBatchRows);
   } else {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, p.num_tokens, p.out_features,
-                p.in_features, 1.0f, p.x, p.in_features, static_cast<const float*>(p.w), p.in_features, 0.0f, p.y,
-                p.out_features);
+                p.in_features, 1.0f, p.x, p.in_features, static_cast<const float*>(p.w),
+                p.in_features, 0.0f, p.y, p.out_features);
   }
 }
 
@@ -155,8 +136,10 @@ void Linear(const LinearParams& p, ThreadPool* pool) {
   if (p.num_tokens == 0 || p.out_features == 0) return;
   if (p.w_dtype == DType::kF32) {
     LinearF32(p, pool);
+  } else if (p.w_dtype == DType::kBF16 || p.w_dtype == DType::kF16) {
+    HalfLinear(p, pool, ActiveCpuIsa());
   } else {
-    ForRows(p, pool, &WidenedRows);
+    QuantLinear(p, pool, ActiveCpuIsa());
   }
   AddBias(p);
 }

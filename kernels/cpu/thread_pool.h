@@ -65,6 +65,21 @@ class ThreadPool {
   std::atomic<int64_t> next_item_{0};
 };
 
+// Runs body(begin, end) over [0, n) cut into ranges of `chunk` (the last may be shorter), on
+// pool when there are at least two ranges (nullptr: all on the calling thread, as one range).
+template <typename Body>
+void ParallelForRanges(ThreadPool* pool, int64_t n, int64_t chunk, const Body& body) {
+  const int64_t num_items = (n + chunk - 1) / chunk;
+  if (pool == nullptr || num_items < 2) {
+    if (n > 0) body(int64_t{0}, n);
+    return;
+  }
+  pool->ParallelFor(num_items, [&](int64_t item, int /*thread_index*/) {
+    const int64_t begin = item * chunk;
+    body(begin, begin + chunk < n ? begin + chunk : n);
+  });
+}
+
 }  // namespace kvserve::kernels::cpu
 
 #endif  // KVSERVE_KERNELS_CPU_THREAD_POOL_H_

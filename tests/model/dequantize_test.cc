@@ -171,7 +171,7 @@ TEST(DequantizeTest, RandomBlocksMatchThePythonGgufPackage) {
                              "/tests/model/fixtures/dequant_smollm2.json");
   ASSERT_TRUE(fixture_file.good());
   const nlohmann::json fixture = nlohmann::json::parse(fixture_file);
-  ASSERT_EQ(fixture["blocks"].size(), 5u);
+  ASSERT_EQ(fixture["blocks"].size(), 6u);
   for (const nlohmann::json& blocks : fixture["blocks"]) {
     const std::string type = blocks["type"];
     SCOPED_TRACE(type);
@@ -182,8 +182,8 @@ TEST(DequantizeTest, RandomBlocksMatchThePythonGgufPackage) {
     }
     const std::vector<float> expected = blocks["values"];
     GgmlType ggml_type = GgmlType::kF32;
-    for (GgmlType t :
-         {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ4_K,
+                       GgmlType::kQ6_K, GgmlType::kQ5_K}) {
       if (GgmlTypeName(t) == type) ggml_type = t;
     }
     ASSERT_NE(ggml_type, GgmlType::kF32);

@@ -6,7 +6,7 @@ For each tensor: its type and ggml dims, the first 64 values, 64 values spread o
 tensor (index i * stride), and float64 sum / sum of |x| / sum of x^2 over all values, which
 dequantize_test.cc compares against kvserve's Dequantize.
 
-Also "blocks": for Q4_0, Q4_1, Q8_0, Q4_K and Q6_K (types the default model lacks or has only
+Also "blocks": for Q4_0, Q4_1, Q8_0, Q4_K, Q6_K and Q5_K (types the default model lacks or has only
 some of), random blocks (fixed numpy seed, fp16 scales set to finite values) as hex bytes with
 every value the package decodes them to.
 
@@ -38,6 +38,7 @@ BLOCK_TYPES = [
     ("Q8_0", 34, [0]),
     ("Q4_K", 144, [0, 2]),
     ("Q6_K", 210, [208]),
+    ("Q5_K", 176, [0, 2]),  # last, so the blocks drawn before it stay the same
 ]
 
 

@@ -1,0 +1,84 @@
+// Linear layers on GGUF block-quantized weights (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K), computed
+// from the weights as stored: the activations are quantized once per call to int8 in 32-element
+// blocks (ActBlock), then every 32-element (sub-)block of a weight row is an integer dot product
+// with the matching activation block, scaled and accumulated in fp32. A K-quant super-block of
+// 256 is 8 such sub-blocks, so one activation format serves every type.
+//
+// Error: each activation x_i is replaced by d q_i with |x_i - d q_i| <= d / 2, d = max|x| / 127
+// over its block, so |y - x W^T| <= sum over blocks of (d / 2) sum |w_i| (plus fp32 rounding).
+//
+// Kernels come per instruction set (cpu_isa.h): quant_dot_scalar.cc (reference, any CPU),
+// quant_dot_avx2.cc (AVX2 maddubs), quant_dot_avx512.cc (AVX-512 VNNI vpdpbusd). Each computes
+// output rows [row_begin, row_end) for all tokens, reading each weight block once per group of
+// up to four tokens while it sits in registers. QuantLinear quantizes x into a scratch buffer
+// that only grows (thread_local of the calling thread) and splits rows over the pool.
+//
+// This header is included by the files compiled with -mavx2 / -mavx512*: it holds only
+// declarations and plain structs, and those files call no inline function of a shared header (an
+// inline function compiled there could be the copy the linker keeps for the whole program, and
+// fault on an older CPU).
+// Thread-safety: the kernels are pure functions of their arguments.
+#ifndef KVSERVE_KERNELS_CPU_QUANT_LINEAR_H_
+#define KVSERVE_KERNELS_CPU_QUANT_LINEAR_H_
+
+#include <cstdint>
+
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/dtype.h"
+
+namespace kvserve::kernels {
+struct LinearParams;
+}  // namespace kvserve::kernels
+
+namespace kvserve::kernels::cpu {
+
+class ThreadPool;
+
+constexpr int kActBlock = 32;  // activation elements per ActBlock
+
+// 32 activations as d * q[i]; s = d * sum(q) (what the min / offset terms of Q4_0, Q4_1, Q4_K
+// and Q5_K multiply).
+struct ActBlock {
+  float d;
+  float s;
+  int8_t q[kActBlock];
+};
+static_assert(sizeof(ActBlock) == 40);
+
+struct QuantRowsArgs {
+  const uint8_t* w;    // [out_features, row_bytes]: rows of GGUF blocks
+  int64_t row_bytes;   // RowBytes(w_dtype, in_features)
+  int32_t num_blocks;  // in_features / 32: ActBlocks per token row
+  const ActBlock* x;   // [num_tokens, num_blocks]
+  int32_t num_tokens;
+  float* y;  // [num_tokens, out_features]; rows written, not accumulated into
+  int32_t out_features;
+};
+
+// Computes y[t, o] for o in [row_begin, row_end) and every token t.
+using QuantRowsFn = void (*)(const QuantRowsArgs& args, int32_t row_begin, int32_t row_end);
+
+// The kernel of `w_dtype` for each instruction set; nullptr for a type that is not block
+// quantized. Call the AVX2 / AVX-512 ones only where DetectedCpuIsa() reaches them.
+QuantRowsFn QuantRowsScalar(DType w_dtype);
+QuantRowsFn QuantRowsAvx2(DType w_dtype);
+QuantRowsFn QuantRowsAvx512(DType w_dtype);
+
+// The 6-bit scales and mins of the eight 32-element sub-blocks of a Q4_K / Q5_K super-block,
+// from the 12 bytes that pack them: sub-blocks 0-3 keep theirs in the low 6 bits of bytes j and
+// j + 4; sub-blocks 4-7 in the nibbles of byte j + 4, with the top two bits in the spare high
+// bits of bytes j - 4 and j. (Defined in quant_dot_scalar.cc; shared by every decoder.)
+void UnpackKScalesMins(const uint8_t* packed /* [12] */, uint8_t* scales /* [8] */,
+                       uint8_t* mins /* [8] */);
+
+// Quantizes num_tokens rows of in_features floats. REQUIRES: in_features % 32 == 0.
+void QuantizeActivations(const float* x /* [num_tokens, in_features] */, int32_t num_tokens,
+                         int32_t in_features, ActBlock* out /* [num_tokens, in_features / 32] */);
+
+// p.y = p.x W^T for a block-quantized p.w_dtype, bias not added, with the kernels of `isa`
+// (REQUIRES: isa <= DetectedCpuIsa()). Rows are split over pool (nullptr: calling thread only).
+void QuantLinear(const LinearParams& p, ThreadPool* pool, CpuIsa isa);
+
+}  // namespace kvserve::kernels::cpu
+
+#endif  // KVSERVE_KERNELS_CPU_QUANT_LINEAR_H_

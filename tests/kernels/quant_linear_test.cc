@@ -1,0 +1,187 @@
+// cpu::Linear on weights as stored (GGUF block types, bf16, f16), on every instruction set this
+// machine has (scalar, AVX2, AVX-512; SetCpuIsaCapForTesting picks each), against the exact
+// product x . dequantize(W)^T computed in double from DequantizeRow of the same bytes.
+//
+// Tolerances. Block types quantize x per 32-element block b to d_b q_i with d_b = max|x| / 127
+// and round to nearest, so |x_i - d_b q_i| <= d_b / 2 and
+//   |y - y_exact| <= sum_b (d_b / 2) sum_{i in b} |w_i|       (about 1/254 of sum |w x|),
+// which the test computes per output and allows in full, plus 1e-5 sum |w x| for fp32
+// accumulation and scale rounding. f16 / widened bf16 are exact but for fp32 rounding: 1e-5 sum
+// |w x|. bf16 through vdpbf16ps rounds x to bf16 (relative error <= 2^-9): 2^-9 sum |w x| more.
+// The SIMD kernels and the scalar one see the same quantized activations, so they must agree to
+// fp32 summation order: 1e-5 sum |w x|, hundreds of times tighter than the bound above.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_isa.h"
+#include "tests/kernels/kernel_test_util.h"
+#include "tests/kernels/quant_test_util.h"
+
+namespace kvserve::kernels {
+namespace {
+
+using cpu::CpuIsa;
+
+constexpr uint32_t kSeed = 20261201;
+constexpr int kOutFeatures = 130;  // not a multiple of the 64-row pool items
+
+std::vector<CpuIsa> AvailableIsas() {
+  std::vector<CpuIsa> isas;
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (isa <= cpu::DetectedCpuIsa()) isas.push_back(isa);
+  }
+  return isas;
+}
+
+// Restores the ISA cap when a test ends, however it ends.
+class IsaCapGuard {
+ public:
+  ~IsaCapGuard() { cpu::SetCpuIsaCapForTesting(CpuIsa::kAvx512); }
+};
+
+struct Reference {
+  std::vector<double> y;      // [tokens, out]: x . dequantize(W)^T + bias
+  std::vector<double> scale;  // [tokens, out]: sum |w x|
+  std::vector<double> bound;  // [tokens, out]: sum_b (d_b / 2) sum_{i in b} |w_i|
+};
+
+Reference ComputeReference(const std::vector<float>& x, const std::vector<float>& w,
+                           const std::vector<float>& bias, int tokens, int in) {
+  Reference r;
+  r.y.resize(size_t{1} * tokens * kOutFeatures);
+  r.scale.resize(r.y.size());
+  r.bound.resize(r.y.size());
+  for (int t = 0; t < tokens; ++t) {
+    const float* xt = &x[size_t{1} * t * in];
+    for (int o = 0; o < kOutFeatures; ++o) {
+      const float* wo = &w[size_t{1} * o * in];
+      double y = bias[o], scale = 0.0, bound = 0.0;
+      for (int b = 0; b < in / 32; ++b) {
+        double amax = 0.0, wsum = 0.0;
+        for (int i = 32 * b; i < 32 * b + 32; ++i) {
+          y += double{xt[i]} * wo[i];
+          scale += std::fabs(double{xt[i]} * wo[i]);
+          amax = std::max(amax, std::fabs(double{xt[i]}));
+          wsum += std::fabs(double{wo[i]});
+        }
+        bound += amax / 127.0 / 2.0 * wsum;
+      }
+      r.y[t * kOutFeatures + o] = y;
+      r.scale[t * kOutFeatures + o] = scale;
+      r.bound[t * kOutFeatures + o] = bound;
+    }
+  }
+  return r;
+}
+
+class QuantLinearTest : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    std::printf("seed %u, type %s, isas:", kSeed, DTypeName(GetParam()));
+    for (CpuIsa isa : AvailableIsas()) std::printf(" %s", cpu::CpuIsaName(isa));
+    std::printf("\n");
+  }
+};
+
+TEST_P(QuantLinearTest, EveryIsaMatchesDoubleReferenceWithinQuantizationBound) {
+  const DType type = GetParam();
+  const bool block_quantized = IsBlockQuantized(type);
+  std::mt19937 rng(kSeed + static_cast<uint32_t>(type));
+  cpu::ThreadPool pool(2);
+  IsaCapGuard guard;
+  for (int in : {256, 576, 1536}) {
+    if (in % GetDTypeInfo(type).block_elements != 0) continue;
+    const std::vector<uint8_t> w_bytes = testing::RandomWeights(kOutFeatures, in, type, rng);
+    std::vector<float> w(size_t{1} * kOutFeatures * in);
+    for (int o = 0; o < kOutFeatures; ++o) {
+      cpu::DequantizeRow(w_bytes.data() + o * RowBytes(type, in), type, in, &w[size_t{1} * o * in]);
+    }
+    const std::vector<float> bias = testing::RandomFloats(kOutFeatures, rng);
+    for (int tokens : {1, 2, 3, 7, 16, 33, 64}) {
+      // Activations of uneven magnitude across blocks, as after an RMSNorm with outliers.
+      std::vector<float> x = testing::RandomFloats(size_t{1} * tokens * in, rng, -2.0f, 2.0f);
+      for (size_t i = 0; i < x.size(); i += 97) x[i] *= 8.0f;
+      const Reference ref = ComputeReference(x, w, bias, tokens, in);
+      std::vector<float> scalar_y;
+      for (CpuIsa isa : AvailableIsas()) {
+        cpu::SetCpuIsaCapForTesting(isa);
+        ASSERT_EQ(cpu::ActiveCpuIsa(), isa);
+        std::vector<float> y(size_t{1} * tokens * kOutFeatures, 123.0f);
+        cpu::ThreadPool* maybe_pool = tokens % 2 == 1 ? &pool : nullptr;
+        cpu::Linear(
+            {x.data(), w_bytes.data(), bias.data(), y.data(), tokens, in, kOutFeatures, type},
+            maybe_pool);
+        const bool bf16_dot =
+            type == DType::kBF16 && isa == CpuIsa::kAvx512 && cpu::CpuHasAvx512Bf16();
+        for (size_t i = 0; i < y.size(); ++i) {
+          double tolerance = 1e-5 * ref.scale[i] + 1e-6;
+          if (block_quantized) tolerance += ref.bound[i];
+          if (bf16_dot) tolerance += std::ldexp(ref.scale[i], -9);
+          ASSERT_NEAR(y[i], ref.y[i], tolerance)
+              << "isa=" << cpu::CpuIsaName(isa) << " in=" << in << " tokens=" << tokens
+              << " t=" << i / kOutFeatures << " o=" << i % kOutFeatures;
+        }
+        if (isa == CpuIsa::kScalar) {
+          scalar_y = y;
+        } else if (!bf16_dot) {
+          for (size_t i = 0; i < y.size(); ++i) {
+            ASSERT_NEAR(y[i], scalar_y[i], 1e-5 * ref.scale[i] + 1e-6)
+                << "isa=" << cpu::CpuIsaName(isa) << " vs scalar, in=" << in << " tokens=" << tokens
+                << " t=" << i / kOutFeatures << " o=" << i % kOutFeatures;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The block-type error bound is a real bound, not slack: it is about 1/254 of sum |w x|, and the
+// observed error must reach a fair part of it somewhere (else the kernel would not be quantizing).
+TEST(QuantLinearTest, Q8_0ErrorIsTheActivationQuantizationError) {
+  std::mt19937 rng(kSeed);
+  const int in = 1536, tokens = 4;
+  const std::vector<uint8_t> w_bytes = testing::RandomWeights(kOutFeatures, in, DType::kQ8_0, rng);
+  std::vector<float> w(size_t{1} * kOutFeatures * in);
+  for (int o = 0; o < kOutFeatures; ++o) {
+    cpu::DequantizeRow(w_bytes.data() + o * RowBytes(DType::kQ8_0, in), DType::kQ8_0, in,
+                       &w[size_t{1} * o * in]);
+  }
+  const std::vector<float> x = testing::RandomFloats(size_t{1} * tokens * in, rng);
+  const std::vector<float> zero_bias(kOutFeatures, 0.0f);
+  const Reference ref = ComputeReference(x, w, zero_bias, tokens, in);
+  std::vector<float> y(size_t{1} * tokens * kOutFeatures);
+  cpu::Linear(
+      {x.data(), w_bytes.data(), nullptr, y.data(), tokens, in, kOutFeatures, DType::kQ8_0});
+  double max_ratio = 0.0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    max_ratio = std::max(max_ratio, std::fabs(y[i] - ref.y[i]) / ref.bound[i]);
+  }
+  std::printf("max |error| / bound = %.3f\n", max_ratio);
+  EXPECT_LT(max_ratio, 1.0);
+  EXPECT_GT(max_ratio, 0.01);
+}
+
+TEST(CpuIsaTest, TestCapLowersTheActiveIsa) {
+  IsaCapGuard guard;
+  for (CpuIsa isa : AvailableIsas()) {
+    cpu::SetCpuIsaCapForTesting(isa);
+    EXPECT_EQ(cpu::ActiveCpuIsa(), isa);
+  }
+  std::printf("detected %s, avx512_bf16 %d\n", cpu::CpuIsaName(cpu::DetectedCpuIsa()),
+              cpu::CpuHasAvx512Bf16());
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, QuantLinearTest,
+                         ::testing::Values(DType::kQ4_1, DType::kQ8_0, DType::kQ4_0, DType::kQ6_K,
+                                           DType::kQ4_K, DType::kQ5_K, DType::kBF16, DType::kF16),
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(DTypeName(info.param));
+                         });
+
+}  // namespace
+}  // namespace kvserve::kernels
