@@ -11,6 +11,8 @@
 // Timing: CUDA events around `kIterations` calls after `kWarmup` calls. Run time on an H200:
 // well under a minute. Without a device it prints why and exits 0.
 //   build-gpu/bench/gpu_bench
+#include "bench/gpu_bench.h"
+
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -21,7 +23,6 @@
 #include <string>
 #include <vector>
 
-#include "bench/gpu_bench.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/dtype.h"
 
@@ -55,7 +56,8 @@ double TimeUs(F&& f) {
 
 // A device buffer freed on scope exit; nullptr when allocation failed.
 struct DeviceMemory {
-  DeviceMemory(CudaBackend& backend, size_t bytes) : backend(backend), ptr(backend.Allocate(bytes)) {}
+  DeviceMemory(CudaBackend& backend, size_t bytes)
+      : backend(backend), ptr(backend.Allocate(bytes)) {}
   ~DeviceMemory() { backend.Free(ptr); }
   DeviceMemory(const DeviceMemory&) = delete;
   DeviceMemory& operator=(const DeviceMemory&) = delete;
@@ -74,9 +76,8 @@ void Upload(CudaBackend& backend, const DeviceMemory& dst, const std::vector<T>&
 
 // Attention over seqs sequences of context tokens each with `query` new tokens each (1: decode).
 // Returns microseconds per call, or a negative value on an error (printed).
-double TimeAttention(CudaBackend& backend, const DeviceMemory& k_cache,
-                     const DeviceMemory& v_cache, DType dtype, int seqs, int context, int query,
-                     std::mt19937& rng) {
+double TimeAttention(CudaBackend& backend, const DeviceMemory& k_cache, const DeviceMemory& v_cache,
+                     DType dtype, int seqs, int context, int query, std::mt19937& rng) {
   const int blocks_per_seq = (context + kBlockSize - 1) / kBlockSize;
   const int num_blocks = seqs * blocks_per_seq + 1;
   const int tokens = seqs * query;
@@ -90,8 +91,8 @@ double TimeAttention(CudaBackend& backend, const DeviceMemory& k_cache,
   DeviceMemory d_context(backend, context_lens.size() * sizeof(int32_t));
   DeviceMemory d_q(backend, static_cast<size_t>(tokens) * kHeads * kHeadDim * sizeof(float));
   DeviceMemory d_out(backend, static_cast<size_t>(tokens) * kHeads * kHeadDim * sizeof(float));
-  const kernels::AttentionShape shape{tokens, seqs, context, kHeads, kKvHeads, kHeadDim,
-                                      kBlockSize};
+  const kernels::AttentionShape shape{tokens,   seqs,     context,   kHeads,
+                                      kKvHeads, kHeadDim, kBlockSize};
   const size_t workspace_bytes = backend.AttentionWorkspaceBytes(shape);
   DeviceMemory workspace(backend, std::max<size_t>(workspace_bytes, 1));
   if (!d_tables.ptr || !d_query_start.ptr || !d_context.ptr || !d_q.ptr || !d_out.ptr ||
@@ -147,11 +148,11 @@ bool DecodeAttention(CudaBackend& backend, double hbm_bytes_per_s, std::mt19937&
       for (int context : {1024, 4096, 16384}) {
         const double us = TimeAttention(backend, k_cache, v_cache, dtype, seqs, context, 1, rng);
         if (us < 0) return false;
-        const double bytes = 2.0 * seqs * context * kKvHeads * kHeadDim *
-                             kernels::GetDTypeInfo(dtype).block_bytes;
+        const double bytes =
+            2.0 * seqs * context * kKvHeads * kHeadDim * kernels::GetDTypeInfo(dtype).block_bytes;
         const double rate = bytes / (us * 1e-6);
-        std::printf("%-5s %6d %8d %12.1f %12.1f %10.3f\n", kernels::DTypeName(dtype), seqs,
-                    context, us, rate / 1e9, rate / hbm_bytes_per_s);
+        std::printf("%-5s %6d %8d %12.1f %12.1f %10.3f\n", kernels::DTypeName(dtype), seqs, context,
+                    us, rate / 1e9, rate / hbm_bytes_per_s);
       }
     }
   }
@@ -173,8 +174,10 @@ struct LinearShape {
 };
 
 bool BF16Linear(CudaBackend& backend, double hbm_bytes_per_s) {
-  const LinearShape shapes[] = {{"qkv_proj", 4096, 6144},   {"o_proj", 4096, 4096},
-                                {"gate_proj", 4096, 14336}, {"down_proj", 14336, 4096},
+  const LinearShape shapes[] = {{"qkv_proj", 4096, 6144},
+                                {"o_proj", 4096, 4096},
+                                {"gate_proj", 4096, 14336},
+                                {"down_proj", 14336, 4096},
                                 {"lm_head", 4096, 128256}};
   const int max_m = 64;
   if (!backend.Reserve(max_m, 14336)) {
@@ -211,9 +214,8 @@ bool BF16Linear(CudaBackend& backend, double hbm_bytes_per_s) {
       if (!backend.Synchronize()) return false;
       const double flops = 2.0 * m * shape.in * shape.out;
       const double rate = weight_bytes / (us * 1e-6);
-      std::printf("%-10s %6d %6d %4d %10.1f %9.2f %10.1f %8.3f\n", shape.name, shape.in,
-                  shape.out, m, us, flops / (us * 1e-6) / 1e12, rate / 1e9,
-                  rate / hbm_bytes_per_s);
+      std::printf("%-10s %6d %6d %4d %10.1f %9.2f %10.1f %8.3f\n", shape.name, shape.in, shape.out,
+                  m, us, flops / (us * 1e-6) / 1e12, rate / 1e9, rate / hbm_bytes_per_s);
     }
   }
   return true;
@@ -237,9 +239,8 @@ int Run() {
   cudaGetDeviceProperties(&prop, device);
   const kernels::MemoryInfo memory = backend->GetMemoryInfo();
   std::printf("device: %s, sm_%d%d, %d SMs, %.1f GiB (%.1f GiB free), L2 %.0f MiB\n", prop.name,
-              prop.major, prop.minor, prop.multiProcessorCount,
-              memory.total_bytes / 1073741824.0, memory.free_bytes / 1073741824.0,
-              prop.l2CacheSize / 1048576.0);
+              prop.major, prop.minor, prop.multiProcessorCount, memory.total_bytes / 1073741824.0,
+              memory.free_bytes / 1073741824.0, prop.l2CacheSize / 1048576.0);
 
   const double hbm = MeasureReadBandwidth(size_t{4} << 30, 20, &error);
   if (hbm <= 0.0) {

@@ -68,8 +68,8 @@ template <typename T, int N>
 __device__ __forceinline__ void LoadWidened(const T* src, float (&dst)[N]) {
   constexpr int kBytes = N * static_cast<int>(sizeof(T));
   if constexpr (kBytes == 16 || kBytes == 8 || kBytes == 4) {
-    using Chunk = std::conditional_t<kBytes == 16, uint4,
-                                     std::conditional_t<kBytes == 8, uint2, uint32_t>>;
+    using Chunk =
+        std::conditional_t<kBytes == 16, uint4, std::conditional_t<kBytes == 8, uint2, uint32_t>>;
     const Chunk raw = *reinterpret_cast<const Chunk*>(src);
     T values[N];
     memcpy(values, &raw, kBytes);

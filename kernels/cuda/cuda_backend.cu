@@ -28,8 +28,7 @@ std::unique_ptr<CudaBackend> CudaBackend::Create(cudaStream_t stream, std::strin
     return nullptr;
   }
   cudaStream_t capture_stream = nullptr;
-  if ((status = cudaStreamCreateWithFlags(&capture_stream, cudaStreamNonBlocking)) !=
-      cudaSuccess) {
+  if ((status = cudaStreamCreateWithFlags(&capture_stream, cudaStreamNonBlocking)) != cudaSuccess) {
     *error = std::string("cudaStreamCreate failed: ") + cudaGetErrorString(status);
     return nullptr;
   }

@@ -40,8 +40,7 @@ std::unique_ptr<Graph> CudaBackend::Capture(const std::function<void()>& record)
   cudaGraph_t graph = nullptr;
   if (!BindCublas(capture_stream_)) {
     failure = "cuBLAS could not be bound to the capture stream";
-  } else if ((status = cudaStreamBeginCapture(capture_stream_,
-                                              cudaStreamCaptureModeThreadLocal)) !=
+  } else if ((status = cudaStreamBeginCapture(capture_stream_, cudaStreamCaptureModeThreadLocal)) !=
              cudaSuccess) {
     failure = "cudaStreamBeginCapture";
   } else {
@@ -59,8 +58,7 @@ std::unique_ptr<Graph> CudaBackend::Capture(const std::function<void()>& record)
   if (failure == nullptr && !first_error_.empty()) failure = first_error_.c_str();
 
   cudaGraphExec_t exec = nullptr;
-  if (failure == nullptr &&
-      (status = cudaGraphInstantiate(&exec, graph, 0)) != cudaSuccess) {
+  if (failure == nullptr && (status = cudaGraphInstantiate(&exec, graph, 0)) != cudaSuccess) {
     failure = "cudaGraphInstantiate";
     exec = nullptr;
   }

@@ -130,9 +130,9 @@ void CudaBackend::PagedAttention(const PagedAttentionParams& p) {
   const int64_t blocks_per_split =
       static_cast<int64_t>(p.num_seqs) * (p.num_heads / a.heads_per_block);
   const int64_t fill = CeilDiv(2 * static_cast<int64_t>(num_sms_), blocks_per_split);
-  const int64_t fits = static_cast<int64_t>(
-      p.workspace_bytes /
-      (static_cast<size_t>(p.num_seqs) * p.num_heads * SplitStateBytes(head_dim)));
+  const int64_t fits =
+      static_cast<int64_t>(p.workspace_bytes / (static_cast<size_t>(p.num_seqs) * p.num_heads *
+                                                SplitStateBytes(head_dim)));
   a.num_splits = static_cast<int>(
       std::max<int64_t>(1, std::min<int64_t>({MaxSplits(p.max_context_len), fill, fits})));
   if (a.num_splits > 1) {
@@ -149,7 +149,7 @@ void CudaBackend::PagedAttention(const PagedAttentionParams& p) {
     });
   });
   if (!dim_ok) {
-    Fail("PagedAttention: head_dim " + std::to_string(head_dim) +
+    Fail(std::string("PagedAttention: head_dim ") + std::to_string(head_dim) +
          " is not one of 64, 80, 96, 128");
   } else if (!type_ok) {
     Fail(std::string("PagedAttention: KV cache type ") + DTypeName(p.cache.dtype) +

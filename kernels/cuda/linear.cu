@@ -40,15 +40,16 @@ void CudaBackend::Linear(const LinearParams& p) {
     case DType::kF16: {
       const int64_t n = static_cast<int64_t>(p.num_tokens) * p.in_features;
       if (static_cast<size_t>(n) * 2 > linear_scratch_bytes_) {
-        Fail("Linear: " + std::to_string(p.num_tokens) + " x " + std::to_string(p.in_features) +
+        Fail(std::string("Linear: ") + std::to_string(p.num_tokens) + " x " +
+             std::to_string(p.in_features) +
              " activations exceed the scratch; call CudaBackend::Reserve with larger limits");
         return;
       }
       if (!NarrowActivations(p.x, p.w_dtype, n, linear_scratch_)) return;
       const cudaDataType_t type = p.w_dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
       status = cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, p.out_features, p.num_tokens,
-                            p.in_features, &alpha, p.w, type, p.in_features, linear_scratch_,
-                            type, p.in_features, &beta, p.y, CUDA_R_32F, p.out_features,
+                            p.in_features, &alpha, p.w, type, p.in_features, linear_scratch_, type,
+                            p.in_features, &beta, p.y, CUDA_R_32F, p.out_features,
                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
       break;
     }

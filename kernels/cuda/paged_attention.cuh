@@ -72,8 +72,7 @@ __device__ __forceinline__ void LoadLaneSlice(const T* row /* [kHeadDim] */, int
 }
 
 template <int kHeadDim, typename T>
-__global__ void __launch_bounds__(kAttentionWarps* kWarpSize)
-    PagedDecodeKernel(AttentionLaunch a) {
+__global__ void __launch_bounds__(kAttentionWarps* kWarpSize) PagedDecodeKernel(AttentionLaunch a) {
   constexpr int kPerLane = (kHeadDim + kWarpSize - 1) / kWarpSize;
   __shared__ float max_shared[kAttentionWarps][kMaxHeadsPerBlock];
   __shared__ float sum_shared[kAttentionWarps][kMaxHeadsPerBlock];
@@ -104,10 +103,10 @@ __global__ void __launch_bounds__(kAttentionWarps* kWarpSize)
     for (int i = 0; i < kPerLane; ++i) {
       const int d = lane * kPerLane + i;
       acc[h][i] = 0.0f;
-      q[h][i] = h < a.heads_per_block && d < kHeadDim
-                    ? p.q[t * a.q_stride + static_cast<int64_t>(first_head + h) * kHeadDim + d] *
-                          p.scale
-                    : 0.0f;
+      q[h][i] =
+          h < a.heads_per_block && d < kHeadDim
+              ? p.q[t * a.q_stride + static_cast<int64_t>(first_head + h) * kHeadDim + d] * p.scale
+              : 0.0f;
     }
   }
 

@@ -35,9 +35,9 @@ static_assert(kPrefillRows >= kMaxHeadsPerBlock);
 
 // Bytes of dynamic shared memory of PagedPrefillKernel<head_dim, *>.
 constexpr size_t PrefillSharedBytes(int head_dim) {
-  return sizeof(float) * (static_cast<size_t>(kPrefillRows) * (head_dim + 1)    // q
-                          + static_cast<size_t>(kPrefillKeys) * (head_dim + 1)  // k
-                          + static_cast<size_t>(kPrefillKeys) * head_dim        // v
+  return sizeof(float) * (static_cast<size_t>(kPrefillRows) * (head_dim + 1)        // q
+                          + static_cast<size_t>(kPrefillKeys) * (head_dim + 1)      // k
+                          + static_cast<size_t>(kPrefillKeys) * head_dim            // v
                           + static_cast<size_t>(kPrefillRows) * (kPrefillKeys + 1)  // scores
                           + 3 * static_cast<size_t>(kPrefillRows));  // max, sum, factor
 }
@@ -52,13 +52,13 @@ __global__ void __launch_bounds__(kPrefillThreads) PagedPrefillKernel(AttentionL
   constexpr int kChunk = 16 / sizeof(T);  // values per 16-byte load
   constexpr int kChunksPerRow = kHeadDim / kChunk;
   extern __shared__ float shared[];
-  float* q_s = shared;                                 // [kPrefillRows, kQStride]
-  float* k_s = q_s + kPrefillRows * kQStride;          // [kPrefillKeys, kKStride]
-  float* v_s = k_s + kPrefillKeys * kKStride;          // [kPrefillKeys, kHeadDim]
-  float* s_s = v_s + kPrefillKeys * kHeadDim;          // [kPrefillRows, kSStride]
-  float* row_max = s_s + kPrefillRows * kSStride;      // [kPrefillRows]
-  float* row_sum = row_max + kPrefillRows;             // [kPrefillRows]
-  float* row_factor = row_sum + kPrefillRows;          // [kPrefillRows]
+  float* q_s = shared;                             // [kPrefillRows, kQStride]
+  float* k_s = q_s + kPrefillRows * kQStride;      // [kPrefillKeys, kKStride]
+  float* v_s = k_s + kPrefillKeys * kKStride;      // [kPrefillKeys, kHeadDim]
+  float* s_s = v_s + kPrefillKeys * kHeadDim;      // [kPrefillRows, kSStride]
+  float* row_max = s_s + kPrefillRows * kSStride;  // [kPrefillRows]
+  float* row_sum = row_max + kPrefillRows;         // [kPrefillRows]
+  float* row_factor = row_sum + kPrefillRows;      // [kPrefillRows]
 
   const PagedAttentionParams& p = a.p;
   const PagedKvView& c = p.cache;
@@ -78,11 +78,11 @@ __global__ void __launch_bounds__(kPrefillThreads) PagedPrefillKernel(AttentionL
   const int tid = threadIdx.x;
   for (int idx = tid; idx < kPrefillRows * kHeadDim; idx += kPrefillThreads) {
     const int r = idx / kHeadDim, d = idx % kHeadDim;
-    q_s[r * kQStride + d] =
-        r < valid_rows ? p.q[(first_token + r / hpb) * a.q_stride +
-                             static_cast<int64_t>(first_head + r % hpb) * kHeadDim + d] *
-                             p.scale
-                       : 0.0f;
+    q_s[r * kQStride + d] = r < valid_rows
+                                ? p.q[(first_token + r / hpb) * a.q_stride +
+                                      static_cast<int64_t>(first_head + r % hpb) * kHeadDim + d] *
+                                      p.scale
+                                : 0.0f;
   }
   if (tid < kPrefillRows) {
     row_max[tid] = -INFINITY;
@@ -155,8 +155,7 @@ __global__ void __launch_bounds__(kPrefillThreads) PagedPrefillKernel(AttentionL
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int key_local = key_group + 8 * j;
-        s_s[r * kSStride + key_local] =
-            key_base + key_local <= row_pos ? score[i][j] : -INFINITY;
+        s_s[r * kSStride + key_local] = key_base + key_local <= row_pos ? score[i][j] : -INFINITY;
       }
     }
     __syncthreads();
@@ -221,8 +220,8 @@ __global__ void __launch_bounds__(kPrefillThreads) PagedPrefillKernel(AttentionL
     if (r >= valid_rows) continue;
     const float sum = row_sum[r];
     const float inv_sum = sum > 0.0f ? 1.0f / sum : 0.0f;
-    float* out = p.out + ((static_cast<int64_t>(first_token) + r / hpb) * p.num_heads +
-                          first_head + r % hpb) *
+    float* out = p.out + ((static_cast<int64_t>(first_token) + r / hpb) * p.num_heads + first_head +
+                          r % hpb) *
                              kHeadDim;
 #pragma unroll
     for (int j = 0; j < kDimsPerThread; ++j) out[key_group + 8 * j] = acc[i][j] * inv_sum;

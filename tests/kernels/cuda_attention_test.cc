@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 #include <tuple>
 #include <vector>
 
@@ -51,10 +52,10 @@ void ExpectAttentionMatchesCpu(cuda::CudaBackend* gpu, const std::vector<SeqSpec
   std::vector<float> out(b.q.size(), fill);
   DeviceBuffer<float> d_out(out);
 
-  const PagedKvView view{k_cache.data(), v_cache.data(), b.num_blocks,     kv_heads,
+  const PagedKvView view{k_cache.data(), v_cache.data(), b.num_blocks, kv_heads,
                          b.block_size,   b.head_dim,     config.dtype};
   cpu::WriteKv({b.new_k.data(), b.new_v.data(), b.slot_mapping.data(), b.num_tokens, 0, 0, view});
-  const PagedKvView d_view{d_k_cache.get(), d_v_cache.get(), b.num_blocks,     kv_heads,
+  const PagedKvView d_view{d_k_cache.get(), d_v_cache.get(), b.num_blocks, kv_heads,
                            b.block_size,    b.head_dim,      config.dtype};
   gpu->WriteKv({d_new_k.get(), d_new_v.get(), d_slots.get(), b.num_tokens, 0, 0, d_view});
   ASSERT_TRUE(gpu->Synchronize());
@@ -111,8 +112,7 @@ void ExpectAttentionMatchesCpu(cuda::CudaBackend* gpu, const std::vector<SeqSpec
 // prefixes (several query tiles for 130), the two-token minimum of the prefill kernel, a long
 // decode, a sequence with no query this step, and 3 padding tokens after the batch.
 std::vector<SeqSpec> MixedBatch(int block_size) {
-  return {{1, 1},  {block_size + 1, 1}, {37, 37}, {70, 20},
-          {3000, 1}, {5, 0},             {200, 130}, {50, 2}};
+  return {{1, 1}, {block_size + 1, 1}, {37, 37}, {70, 20}, {3000, 1}, {5, 0}, {200, 130}, {50, 2}};
 }
 
 // Long decodes (split-KV) next to a long prefill chunk over a cached prefix.
@@ -139,16 +139,20 @@ TEST_P(CudaAttentionTest, LongDecodesUseSplitKvAndMatchCpu) {
   ExpectAttentionMatchesCpu(gpu_.get(), LongBatch(config().block_size), config(), rng_);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, CudaAttentionTest,
-    ::testing::Combine(::testing::Values(64, 128), ::testing::Values(16, 32),
-                       ::testing::Values(1, 4, 8),
-                       ::testing::Values(DType::kF32, DType::kBF16, DType::kF16)),
-    [](const ::testing::TestParamInfo<AttentionCase>& info) {
-      return "d" + std::to_string(std::get<0>(info.param)) + "_block" +
-             std::to_string(std::get<1>(info.param)) + "_group" +
-             std::to_string(std::get<2>(info.param)) + "_" + DTypeName(std::get<3>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttentionTest,
+                         ::testing::Combine(::testing::Values(64, 128), ::testing::Values(16, 32),
+                                            ::testing::Values(1, 4, 8),
+                                            ::testing::Values(DType::kF32, DType::kBF16,
+                                                              DType::kF16)),
+                         [](const ::testing::TestParamInfo<AttentionCase>& info) {
+                           // A stream, not string operator+: GCC 12 -O3 flags that with a false
+                           // -Wrestrict.
+                           std::ostringstream name;
+                           name << "d" << std::get<0>(info.param) << "_block"
+                                << std::get<1>(info.param) << "_group" << std::get<2>(info.param)
+                                << "_" << DTypeName(std::get<3>(info.param));
+                           return name.str();
+                         });
 
 using CudaAttentionShapesTest = testing::CudaTest;
 
@@ -158,8 +162,8 @@ TEST_F(CudaAttentionShapesTest, OtherHeadDimsAndUnevenGroupsMatchCpu) {
   for (const AttentionConfig& config :
        {AttentionConfig{80, 16, 4, DType::kBF16}, AttentionConfig{96, 16, 4, DType::kF16},
         AttentionConfig{128, 16, 3, DType::kBF16}, AttentionConfig{64, 32, 16, DType::kF32}}) {
-    SCOPED_TRACE(::testing::Message() << "head_dim " << config.head_dim << " group "
-                                      << config.group);
+    SCOPED_TRACE(::testing::Message()
+                 << "head_dim " << config.head_dim << " group " << config.group);
     ExpectAttentionMatchesCpu(gpu_.get(), MixedBatch(config.block_size), config, rng_);
     ExpectAttentionMatchesCpu(gpu_.get(), LongBatch(config.block_size), config, rng_);
   }

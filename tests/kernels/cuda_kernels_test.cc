@@ -199,8 +199,7 @@ struct DecodeStep {
         new_v(b.new_v),
         q(b.q),
         attn_out(std::vector<float>(b.q.size())),
-        w(testing::StoreAs(RandomFloats(static_cast<size_t>(kOut) * b.num_heads * b.head_dim,
-                                        rng),
+        w(testing::StoreAs(RandomFloats(static_cast<size_t>(kOut) * b.num_heads * b.head_dim, rng),
                            DType::kBF16)),
         bias(RandomFloats(kOut, rng)),
         y(std::vector<float>(static_cast<size_t>(b.num_tokens) * kOut)),
@@ -212,8 +211,8 @@ struct DecodeStep {
     const PagedKvView view{k_cache.get(), v_cache.get(), b.num_blocks, b.num_kv_heads,
                            b.block_size,  b.head_dim,    DType::kBF16};
     write = {new_k.get(), new_v.get(), slots.get(), b.num_tokens, 0, 0, view};
-    const AttentionShape shape{b.num_tokens, static_cast<int32_t>(b.seqs.size()),
-                               16384,        b.num_heads,
+    const AttentionShape shape{b.num_tokens,   static_cast<int32_t>(b.seqs.size()),
+                               16384,          b.num_heads,
                                b.num_kv_heads, b.head_dim,
                                b.block_size};
     attention.q = q.get();
@@ -233,8 +232,8 @@ struct DecodeStep {
     EXPECT_EQ(cudaMalloc(&workspace, workspace_bytes), cudaSuccess);
     attention.workspace = workspace;
     attention.workspace_bytes = workspace_bytes;
-    linear = {attn_out.get(), w.get(), bias.get(), y.get(), b.num_tokens,
-              b.num_heads * b.head_dim, kOut, DType::kBF16};
+    linear = {attn_out.get(),           w.get(), bias.get(),  y.get(), b.num_tokens,
+              b.num_heads * b.head_dim, kOut,    DType::kBF16};
     argmax = {y.get(), ids.get(), b.num_tokens, kOut};
   }
   ~DecodeStep() { cudaFree(workspace); }
