@@ -264,6 +264,15 @@ class Backend {
   virtual void Memset(void* dst, int value, size_t bytes) = 0;
   virtual MemoryInfo GetMemoryInfo() const = 0;
 
+  // Sizes, once at start-up, the scratch Linear needs for up to max_num_tokens rows of up to
+  // max_in_features inputs (CUDA rounds the activations to a 16-bit weight's type there); before
+  // any graph is captured. False when the memory is not there. A no-op where nothing is needed.
+  virtual bool ReserveLinear(int64_t max_num_tokens, int64_t max_in_features) {
+    (void)max_num_tokens;
+    (void)max_in_features;
+    return true;
+  }
+
   // Records the calls `record` makes on this backend into a Graph instead of running them.
   // nullptr when the backend has no graphs (the CPU) or capture failed: run eagerly then.
   virtual std::unique_ptr<Graph> Capture(const std::function<void()>& record) {

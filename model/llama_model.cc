@@ -154,6 +154,11 @@ absl::Status LlamaModel::AllocateRunState() {
       allocate(static_cast<int64_t>(s.attention_workspace_bytes), "attention workspace");
   if (!workspace.ok()) return workspace.status();
   s.attention_workspace = *workspace;
+  const int64_t max_in = std::max<int64_t>({c.hidden_size, c.intermediate_size, q_dim});
+  if (!backend_->ReserveLinear(std::max(T, R), max_in)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("out of ", backend_->name(), " memory for the linear layers' scratch"));
+  }
   host_greedy_.assign(R, 0);
   host_logits_.assign(R * c.vocab_size, 0.0f);
   return absl::OkStatus();

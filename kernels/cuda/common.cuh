@@ -1,11 +1,15 @@
-// Device helpers shared by the CUDA kernels: reductions and index math. Header-only, included
-// by .cu files only.
+// Device helpers shared by the CUDA kernels: reductions, index math, and the conversions between
+// fp32 and the storage types (float, __nv_bfloat16, __half stand for DType kF32, kBF16, kF16).
+// Header-only, included by .cu files only.
 #ifndef KVSERVE_KERNELS_CUDA_COMMON_CUH_
 #define KVSERVE_KERNELS_CUDA_COMMON_CUH_
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace kvserve::kernels::cuda {
 
@@ -33,6 +37,48 @@ __device__ __forceinline__ float BlockSum(float v, float* shared /* [32] */) {
   __syncthreads();
   v = lane < num_warps ? shared[lane] : 0.0f;
   return WarpSum(v);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Storage types. Narrowing rounds to nearest even, as FloatToBFloat16 / FloatToHalf in
+// kernels/dtype.h do on the host, so both backends store the same bits for finite values.
+
+__device__ __forceinline__ float ToFloat(float v) { return v; }
+__device__ __forceinline__ float ToFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float ToFloat(__half v) { return __half2float(v); }
+
+template <typename T>
+__device__ __forceinline__ T FromFloat(float v);
+template <>
+__device__ __forceinline__ float FromFloat<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <>
+__device__ __forceinline__ __half FromFloat<__half>(float v) {
+  return __float2half_rn(v);
+}
+
+// dst[i] = src[i] widened, i < N, with one vector load when N values take 4, 8 or 16 bytes.
+// REQUIRES: src aligned to N * sizeof(T) bytes in that case.
+template <typename T, int N>
+__device__ __forceinline__ void LoadWidened(const T* src, float (&dst)[N]) {
+  constexpr int kBytes = N * static_cast<int>(sizeof(T));
+  if constexpr (kBytes == 16 || kBytes == 8 || kBytes == 4) {
+    using Chunk =
+        std::conditional_t<kBytes == 16, uint4, std::conditional_t<kBytes == 8, uint2, uint32_t>>;
+    const Chunk raw = *reinterpret_cast<const Chunk*>(src);
+    T values[N];
+    memcpy(values, &raw, kBytes);
+#pragma unroll
+    for (int i = 0; i < N; ++i) dst[i] = ToFloat(values[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) dst[i] = ToFloat(src[i]);
+  }
 }
 
 }  // namespace kvserve::kernels::cuda

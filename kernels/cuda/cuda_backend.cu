@@ -1,30 +1,20 @@
-// CudaBackend: creation, error tracking, synchronisation and the cuBLAS linear layer. The
-// other launchers live beside their kernels (elementwise.cu, dispatch.cu).
+// CudaBackend: creation, error tracking, synchronisation, device memory and the activation
+// scratch. The launchers live beside their kernels (elementwise.cu, linear.cu, dispatch.cu);
+// graph capture in cuda_graph.cu.
 #include <cublas_v2.h>
 
 #include <cstdio>
 
-#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_backend.h"
 
 namespace kvserve::kernels::cuda {
-namespace {
-
-constexpr int kThreads = 256;
-
-__global__ void AddBiasKernel(float* y /* [T, out] */, const float* bias /* [out] */,
-                              int out_features) {
-  float* row = y + static_cast<int64_t>(blockIdx.x) * out_features;
-  for (int o = threadIdx.x; o < out_features; o += blockDim.x) row[o] += bias[o];
-}
-
-}  // namespace
 
 std::unique_ptr<CudaBackend> CudaBackend::Create(cudaStream_t stream, std::string* error) {
   int device = 0;
   int count = 0;
   cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0) {
+    cudaGetLastError();  // "no device" must not linger for the next call to find
     *error = std::string("no CUDA device: ") +
              (status != cudaSuccess ? cudaGetErrorString(status) : "device count is 0");
     return nullptr;
@@ -32,26 +22,78 @@ std::unique_ptr<CudaBackend> CudaBackend::Create(cudaStream_t stream, std::strin
   int num_sms = 0;
   if ((status = cudaGetDevice(&device)) != cudaSuccess ||
       (status = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device)) !=
-          cudaSuccess) {
-    *error = std::string("CUDA device query failed: ") + cudaGetErrorString(status);
+          cudaSuccess ||
+      (status = PrepareKernels()) != cudaSuccess) {
+    *error = std::string("CUDA device set-up failed: ") + cudaGetErrorString(status);
+    return nullptr;
+  }
+  cudaStream_t capture_stream = nullptr;
+  if ((status = cudaStreamCreateWithFlags(&capture_stream, cudaStreamNonBlocking)) != cudaSuccess) {
+    *error = std::string("cudaStreamCreate failed: ") + cudaGetErrorString(status);
+    return nullptr;
+  }
+  void* workspace = nullptr;
+  if ((status = cudaMalloc(&workspace, kCublasWorkspaceBytes)) != cudaSuccess) {
+    cudaGetLastError();
+    cudaStreamDestroy(capture_stream);
+    *error = std::string("cuBLAS workspace: ") + cudaGetErrorString(status);
     return nullptr;
   }
   cublasHandle_t cublas = nullptr;
   if (cublasCreate(&cublas) != CUBLAS_STATUS_SUCCESS ||
-      cublasSetStream(cublas, stream) != CUBLAS_STATUS_SUCCESS ||
       cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH) != CUBLAS_STATUS_SUCCESS) {
     if (cublas != nullptr) cublasDestroy(cublas);
+    cudaFree(workspace);
+    cudaStreamDestroy(capture_stream);
     *error = "cuBLAS could not be initialised";
     return nullptr;
   }
-  return std::unique_ptr<CudaBackend>(new CudaBackend(stream, cublas, num_sms));
+  std::unique_ptr<CudaBackend> backend(
+      new CudaBackend(stream, capture_stream, cublas, workspace, num_sms));
+  if (!backend->BindCublas(stream)) {
+    *error = "cuBLAS could not be bound to the stream and workspace";
+    return nullptr;
+  }
+  return backend;
 }
 
-CudaBackend::~CudaBackend() { cublasDestroy(cublas_); }
+CudaBackend::~CudaBackend() {
+  cublasDestroy(cublas_);
+  cudaFree(cublas_workspace_);
+  cudaFree(linear_scratch_);
+  cudaStreamDestroy(capture_stream_);
+}
 
 void CudaBackend::Check(cudaError_t status, const char* what) {
   if (status == cudaSuccess || !first_error_.empty()) return;
   first_error_ = std::string(what) + ": " + cudaGetErrorString(status);
+}
+
+void CudaBackend::Fail(const std::string& message) {
+  if (first_error_.empty()) first_error_ = message;
+}
+
+bool CudaBackend::BindCublas(cudaStream_t stream) {
+  return cublasSetStream(cublas_, stream) == CUBLAS_STATUS_SUCCESS &&
+         cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspaceBytes) ==
+             CUBLAS_STATUS_SUCCESS;
+}
+
+bool CudaBackend::ReserveLinear(int64_t max_num_tokens, int64_t max_in_features) {
+  const size_t bytes = static_cast<size_t>(max_num_tokens) * max_in_features * 2;  // 16-bit
+  if (bytes <= linear_scratch_bytes_) return true;
+  // The old buffer may still be read by queued GEMMs.
+  Check(cudaStreamSynchronize(stream_), "ReserveLinear");
+  cudaFree(linear_scratch_);
+  linear_scratch_ = nullptr;
+  linear_scratch_bytes_ = 0;
+  if (cudaMalloc(&linear_scratch_, bytes) != cudaSuccess) {
+    cudaGetLastError();  // out of memory is not sticky; clear it
+    linear_scratch_ = nullptr;
+    return false;
+  }
+  linear_scratch_bytes_ = bytes;
+  return true;
 }
 
 void* CudaBackend::Allocate(size_t bytes) {
@@ -78,6 +120,7 @@ void CudaBackend::CopyToHost(void* dst, const void* src, size_t bytes) {
 }
 
 void CudaBackend::CopyOnDevice(void* dst, const void* src, size_t bytes) {
+  // REQUIRES: the ranges do not overlap (cudaMemcpy's rule; the CPU backend's memmove is laxer).
   Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "CopyOnDevice");
 }
 
@@ -87,7 +130,10 @@ void CudaBackend::Memset(void* dst, int value, size_t bytes) {
 
 MemoryInfo CudaBackend::GetMemoryInfo() const {
   size_t free_bytes = 0, total_bytes = 0;
-  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) return {};
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    cudaGetLastError();  // do not let it surface as the next launch's error
+    return {};
+  }
   return {.total_bytes = static_cast<int64_t>(total_bytes),
           .free_bytes = static_cast<int64_t>(free_bytes)};
 }
@@ -97,24 +143,6 @@ bool CudaBackend::Synchronize() {
   if (first_error_.empty()) return true;
   std::fprintf(stderr, "kvserve CUDA backend error: %s\n", first_error_.c_str());
   return false;
-}
-
-void CudaBackend::Linear(const LinearParams& p) {
-  if (p.num_tokens == 0 || p.out_features == 0) return;
-  // Column-major view: Y^T [out, T] = W [out, in] (row-major = col-major W^T, so op T) times
-  // X^T [in, T] (row-major X is col-major X^T, op N).
-  const float alpha = 1.0f, beta = 0.0f;
-  const cublasStatus_t status =
-      cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, p.out_features, p.num_tokens, p.in_features,
-                  &alpha, static_cast<const float*>(p.w), p.in_features, p.x, p.in_features, &beta, p.y, p.out_features);
-  if (status != CUBLAS_STATUS_SUCCESS) {
-    Check(cudaErrorUnknown, "Linear: cublasSgemm failed");
-    return;
-  }
-  if (p.bias != nullptr) {
-    AddBiasKernel<<<p.num_tokens, kThreads, 0, stream_>>>(p.y, p.bias, p.out_features);
-    Check(cudaGetLastError(), "Linear: bias");
-  }
 }
 
 }  // namespace kvserve::kernels::cuda

@@ -1,5 +1,6 @@
-// CUDA kernels that touch each element once: embedding, norms, RoPE, KV write, SiLU-and-mul,
-// gather, argmax; and their CudaBackend launchers. One block per token (or row) unless noted.
+// CUDA kernels on fp32 rows that touch each element once: norms, RoPE, SiLU-and-mul, gather,
+// argmax; and their CudaBackend launchers (the typed ones, embedding and KV write, are in
+// typed_rows.cuh and launched from dispatch.cu). One block per token (or row) unless noted.
 #include <algorithm>
 #include <cfloat>
 
@@ -11,14 +12,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kMaxRopePairs = 256;  // head_dim <= 512
-
-__global__ void EmbeddingKernel(EmbeddingParams p) {
-  const int64_t t = blockIdx.x;
-  const float* src =
-      static_cast<const float*>(p.table) + static_cast<int64_t>(p.ids[t]) * p.hidden;  // [hidden]
-  float* dst = p.out + t * p.hidden;                                       // [hidden]
-  for (int i = threadIdx.x; i < p.hidden; i += blockDim.x) dst[i] = src[i];
-}
 
 // out = x * rsqrt(mean(x^2) + eps) * weight for one row per block. If residual is not null,
 // residual += x first and the sum is normalised.
@@ -70,22 +63,6 @@ __global__ void RopeKernel(RopeParams p, int64_t q_stride, int64_t k_stride, Rop
     const float x0 = x[a], x1 = x[b];
     x[a] = x0 * static_cast<float>(c) - x1 * static_cast<float>(s);
     x[b] = x0 * static_cast<float>(s) + x1 * static_cast<float>(c);
-  }
-}
-
-__global__ void WriteKvKernel(KvWriteParams p, int64_t k_stride, int64_t v_stride) {
-  const int64_t t = blockIdx.x;
-  const int32_t slot = p.slot_mapping[t];
-  if (slot < 0) return;  // padding
-  const PagedKvView& c = p.cache;
-  const int64_t block = slot / c.block_size;
-  const int64_t offset = slot % c.block_size;
-  for (int idx = threadIdx.x; idx < c.num_kv_heads * c.head_dim; idx += blockDim.x) {
-    const int h = idx / c.head_dim;
-    const int d = idx % c.head_dim;
-    const int64_t dst = ((block * c.num_kv_heads + h) * c.block_size + offset) * c.head_dim + d;
-    static_cast<float*>(c.k)[dst] = p.k[t * k_stride + idx];
-    static_cast<float*>(c.v)[dst] = p.v[t * v_stride + idx];
   }
 }
 
@@ -147,12 +124,6 @@ __global__ void ArgmaxKernel(ArgmaxParams p) {
 
 }  // namespace
 
-void CudaBackend::Embedding(const EmbeddingParams& p) {
-  if (p.num_tokens == 0) return;
-  EmbeddingKernel<<<p.num_tokens, kThreads, 0, stream_>>>(p);
-  Check(cudaGetLastError(), "Embedding");
-}
-
 void CudaBackend::RmsNorm(const RmsNormParams& p) {
   if (p.num_tokens == 0) return;
   RmsNormKernel<<<p.num_tokens, kThreads, 0, stream_>>>(p.x, nullptr, p.weight, p.out, p.hidden,
@@ -181,14 +152,6 @@ void CudaBackend::Rope(const RopeParams& p) {
       p.k_stride ? p.k_stride : static_cast<int64_t>(p.num_kv_heads) * p.config.head_dim;
   RopeKernel<<<p.num_tokens, kThreads, 0, stream_>>>(p, q_stride, k_stride, freqs);
   Check(cudaGetLastError(), "Rope");
-}
-
-void CudaBackend::WriteKv(const KvWriteParams& p) {
-  if (p.num_tokens == 0) return;
-  const int64_t row = static_cast<int64_t>(p.cache.num_kv_heads) * p.cache.head_dim;
-  WriteKvKernel<<<p.num_tokens, kThreads, 0, stream_>>>(p, p.k_stride ? p.k_stride : row,
-                                                        p.v_stride ? p.v_stride : row);
-  Check(cudaGetLastError(), "WriteKv");
 }
 
 void CudaBackend::SiluAndMul(const SiluAndMulParams& p) {

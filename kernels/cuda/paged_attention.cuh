@@ -1,13 +1,29 @@
-// Paged attention kernels, templated on the head size; instantiated only by dispatch.cu.
+// Paged attention kernels, templated on the head size and the KV cache storage type T (float,
+// __nv_bfloat16 or __half); instantiated only by dispatch.cu.
 //
-// PagedAttentionKernel<kHeadDim>: one block of kWarps warps per (query token, head group,
+// How a mixed batch is split between the two kernels, without the host reading any device
+// metadata: the launcher knows only the scalar fields of PagedAttentionParams. It launches
+//  - PagedDecodeKernel over (sequence, head group, KV split): a block whose sequence does not
+//    have exactly one query token returns at once;
+//  - PagedPrefillKernel (prefill_attention.cuh) over (sequence, query tile, head group), only
+//    when max_query_len >= kPrefillMinQueries: a block whose sequence has fewer query tokens,
+//    or whose tile starts past them, returns at once.
+// So every sequence is served by exactly one kernel, chosen on the device from query_start.
+// Empty blocks cost a few microseconds; a graph captured for a decode batch has no prefill
+// launch at all.
+//
+// PagedDecodeKernel<kHeadDim, T>: one block of kAttentionWarps warps per (sequence, head group,
 // KV split). A head group is up to kMaxHeadsPerBlock query heads sharing one KV head (GQA), so
-// each K/V row read from the cache serves all of them. Warp w takes keys w, w + kWarps, ... of
-// the split; for each key the 32 lanes hold kHeadDim / 32 dimensions each, a warp reduction
-// gives the score, and every head keeps an online softmax (running max m, running sum l,
-// unnormalised accumulator). The warps' states are merged in shared memory. With one split the
-// block writes the output; with several it writes its (m, l, acc) to the workspace and
-// MergeSplitsKernel combines the splits of each (token, head).
+// each K/V row read from the cache serves all of them. Warp w takes keys in runs of
+// kDecodeUnroll (loaded together, so several rows are in flight); for each key the 32 lanes
+// hold kHeadDim / 32 consecutive dimensions each (one vector load), a warp reduction gives the
+// score, and every head keeps an online softmax (running max m, running sum l, unnormalised
+// accumulator). The warps' states are merged in shared memory. With one split the block writes
+// the output; with several it writes its (m, l, acc) to the workspace and MergeSplitsKernel
+// combines the splits of each (sequence, head).
+// The keys of a split are computed on the device from the sequence's own context length
+// (ceil(context / num_splits), at least kMinSplitLen), so the result is right for any context
+// even when num_splits was planned (or captured in a graph) for another max_context_len.
 #ifndef KVSERVE_KERNELS_CUDA_PAGED_ATTENTION_CUH_
 #define KVSERVE_KERNELS_CUDA_PAGED_ATTENTION_CUH_
 
@@ -20,6 +36,13 @@ namespace kvserve::kernels::cuda {
 
 constexpr int kAttentionWarps = 4;
 constexpr int kMaxHeadsPerBlock = 8;
+constexpr int kDecodeUnroll = 4;
+// A split covers at least this many keys: shorter splits cost more in merging than they win.
+constexpr int kMinSplitLen = 256;
+constexpr int kMaxSplits = 64;
+// Sequences with at least this many query tokens go to the prefill kernel, the others (one
+// token) to the decode kernel.
+constexpr int kPrefillMinQueries = 2;
 
 // Launch arguments beyond the params, planned on the host per call.
 struct AttentionLaunch {
@@ -27,99 +50,104 @@ struct AttentionLaunch {
   int64_t q_stride;         // floats between tokens of q
   int32_t group;            // query heads per KV head
   int32_t heads_per_block;  // divides group, <= kMaxHeadsPerBlock
-  int32_t num_splits;
-  int32_t split_len;  // keys per split
-  float* split_acc;   // [num_tokens, num_heads, num_splits, head_dim] when num_splits > 1
-  float* split_max;   // [num_tokens, num_heads, num_splits]
-  float* split_sum;   // [num_tokens, num_heads, num_splits]
+  int32_t num_splits;       // decode kernel: KV splits per sequence
+  int32_t tile_tokens;      // prefill kernel: query tokens per block
+  float* split_acc;         // [num_seqs, num_heads, num_splits, head_dim] when num_splits > 1
+  float* split_max;         // [num_seqs, num_heads, num_splits]
+  float* split_sum;         // [num_seqs, num_heads, num_splits]
 };
 
-// The sequence owning query token t, or -1 for padding. Binary search over query_start.
-__device__ __forceinline__ int FindSequence(const int32_t* query_start /* [S + 1] */, int num_seqs,
-                                            int t) {
-  if (t >= query_start[num_seqs]) return -1;
-  int lo = 0, hi = num_seqs - 1;  // answer: the last s with query_start[s] <= t
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (query_start[mid] <= t) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
+// Keys of one lane: dimensions [lane * kPerLane, lane * kPerLane + kPerLane) of a row, widened;
+// dimensions past kHeadDim read as 0.
+template <int kHeadDim, typename T, int kPerLane>
+__device__ __forceinline__ void LoadLaneSlice(const T* row /* [kHeadDim] */, int lane,
+                                              float (&out)[kPerLane]) {
+  const int d0 = lane * kPerLane;
+  if constexpr (kHeadDim == kPerLane * kWarpSize) {
+    LoadWidened<T, kPerLane>(row + d0, out);  // row starts are kHeadDim-aligned
+  } else {
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) out[i] = d0 + i < kHeadDim ? ToFloat(row[d0 + i]) : 0.0f;
   }
-  return lo;
 }
 
-template <int kHeadDim>
-__global__ void __launch_bounds__(kAttentionWarps* kWarpSize)
-    PagedAttentionKernel(AttentionLaunch a) {
+template <int kHeadDim, typename T>
+__global__ void __launch_bounds__(kAttentionWarps* kWarpSize) PagedDecodeKernel(AttentionLaunch a) {
   constexpr int kPerLane = (kHeadDim + kWarpSize - 1) / kWarpSize;
-  __shared__ float q_shared[kMaxHeadsPerBlock][kHeadDim];
   __shared__ float max_shared[kAttentionWarps][kMaxHeadsPerBlock];
   __shared__ float sum_shared[kAttentionWarps][kMaxHeadsPerBlock];
   __shared__ float acc_shared[kAttentionWarps][kMaxHeadsPerBlock][kHeadDim];
 
   const PagedAttentionParams& p = a.p;
   const PagedKvView& c = p.cache;
-  const int t = blockIdx.x;
+  const int s = blockIdx.x;
+  if (p.query_start[s + 1] - p.query_start[s] != 1) return;  // not a decode: prefill kernel's
+  const int t = p.query_start[s];
   const int first_head = blockIdx.y * a.heads_per_block;
   const int kv_head = first_head / a.group;
   const int split = blockIdx.z;
-  const int s = FindSequence(p.query_start, p.num_seqs, t);
-  if (s < 0) return;  // padding token: no output
-  const int num_query = p.query_start[s + 1] - p.query_start[s];
-  const int pos = p.context_lens[s] - num_query + (t - p.query_start[s]);
-  const int key_begin = split * a.split_len;
-  const int key_end = min(pos + 1, key_begin + a.split_len);
-
-  for (int idx = threadIdx.x; idx < a.heads_per_block * kHeadDim; idx += blockDim.x) {
-    const int h = idx / kHeadDim, d = idx % kHeadDim;
-    q_shared[h][d] =
-        p.q[t * a.q_stride + static_cast<int64_t>(first_head + h) * kHeadDim + d] * p.scale;
-  }
-  __syncthreads();
+  const int context = p.context_lens[s];  // the query sits at position context - 1
+  const int split_len = max(kMinSplitLen, (context + a.num_splits - 1) / a.num_splits);
+  const int key_begin = split * split_len;
+  const int key_end = min(context, key_begin + split_len);
 
   const int lane = threadIdx.x % kWarpSize;
   const int warp = threadIdx.x / kWarpSize;
+  float q[kMaxHeadsPerBlock][kPerLane];  // pre-scaled
   float m[kMaxHeadsPerBlock], l[kMaxHeadsPerBlock], acc[kMaxHeadsPerBlock][kPerLane];
 #pragma unroll
   for (int h = 0; h < kMaxHeadsPerBlock; ++h) {
     m[h] = -FLT_MAX;
     l[h] = 0.0f;
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) acc[h][i] = 0.0f;
+    for (int i = 0; i < kPerLane; ++i) {
+      const int d = lane * kPerLane + i;
+      acc[h][i] = 0.0f;
+      q[h][i] =
+          h < a.heads_per_block && d < kHeadDim
+              ? p.q[t * a.q_stride + static_cast<int64_t>(first_head + h) * kHeadDim + d] * p.scale
+              : 0.0f;
+    }
   }
 
+  const T* k_cache = static_cast<const T*>(c.k);
+  const T* v_cache = static_cast<const T*>(c.v);
   const int32_t* block_table = p.block_tables + static_cast<int64_t>(s) * p.max_blocks_per_seq;
-  for (int key = key_begin + warp; key < key_end; key += kAttentionWarps) {
-    const int64_t block = block_table[key / c.block_size];
-    const int64_t row =
-        ((block * c.num_kv_heads + kv_head) * c.block_size + key % c.block_size) * kHeadDim;
-    float k_reg[kPerLane], v_reg[kPerLane];
+  for (int base = key_begin + warp * kDecodeUnroll; base < key_end;
+       base += kAttentionWarps * kDecodeUnroll) {
+    float k_reg[kDecodeUnroll][kPerLane], v_reg[kDecodeUnroll][kPerLane];
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      const int d = i * kWarpSize + lane;
-      k_reg[i] = d < kHeadDim ? static_cast<const float*>(c.k)[row + d] : 0.0f;
-      v_reg[i] = d < kHeadDim ? static_cast<const float*>(c.v)[row + d] : 0.0f;
+    for (int u = 0; u < kDecodeUnroll; ++u) {
+      const int key = base + u;
+      if (key < key_end) {
+        const int64_t block = block_table[key / c.block_size];
+        const int64_t row =
+            ((block * c.num_kv_heads + kv_head) * c.block_size + key % c.block_size) * kHeadDim;
+        LoadLaneSlice<kHeadDim, T, kPerLane>(k_cache + row, lane, k_reg[u]);
+        LoadLaneSlice<kHeadDim, T, kPerLane>(v_cache + row, lane, v_reg[u]);
+      }
     }
 #pragma unroll
-    for (int h = 0; h < kMaxHeadsPerBlock; ++h) {
-      // A guard, not a break, so the loop unrolls fully and m, l, acc stay in registers.
-      if (h >= a.heads_per_block) continue;
-      float partial = 0.0f;
+    for (int u = 0; u < kDecodeUnroll; ++u) {
+      if (base + u >= key_end) continue;  // warp-uniform, so the shuffles below stay converged
 #pragma unroll
-      for (int i = 0; i < kPerLane; ++i) {
-        const int d = i * kWarpSize + lane;
-        if (d < kHeadDim) partial += q_shared[h][d] * k_reg[i];
+      for (int h = 0; h < kMaxHeadsPerBlock; ++h) {
+        // A guard, not a break, so the loop unrolls fully and m, l, acc stay in registers.
+        if (h >= a.heads_per_block) continue;
+        float partial = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) partial += q[h][i] * k_reg[u][i];
+        const float score = WarpSum(partial);
+        const float new_max = fmaxf(m[h], score);
+        const float correction = expf(m[h] - new_max);
+        const float weight = expf(score - new_max);
+        l[h] = l[h] * correction + weight;
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) {
+          acc[h][i] = acc[h][i] * correction + weight * v_reg[u][i];
+        }
+        m[h] = new_max;
       }
-      const float score = WarpSum(partial);
-      const float new_max = fmaxf(m[h], score);
-      const float correction = expf(m[h] - new_max);
-      const float weight = expf(score - new_max);
-      l[h] = l[h] * correction + weight;
-#pragma unroll
-      for (int i = 0; i < kPerLane; ++i) acc[h][i] = acc[h][i] * correction + weight * v_reg[i];
-      m[h] = new_max;
     }
   }
 
@@ -133,7 +161,7 @@ __global__ void __launch_bounds__(kAttentionWarps* kWarpSize)
     }
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
-      const int d = i * kWarpSize + lane;
+      const int d = lane * kPerLane + i;
       if (d < kHeadDim) acc_shared[warp][h][d] = acc[h][i];
     }
   }
@@ -150,38 +178,41 @@ __global__ void __launch_bounds__(kAttentionWarps* kWarpSize)
       value += acc_shared[w][h][d] * factor;
     }
     const int head = first_head + h;
-    const int64_t token_head = static_cast<int64_t>(t) * p.num_heads + head;
     if (a.num_splits == 1) {
-      p.out[token_head * kHeadDim + d] = sum > 0.0f ? value / sum : 0.0f;
+      p.out[(static_cast<int64_t>(t) * p.num_heads + head) * kHeadDim + d] =
+          sum > 0.0f ? value / sum : 0.0f;
     } else {
-      const int64_t at = token_head * a.num_splits + split;
+      const int64_t at = (static_cast<int64_t>(s) * p.num_heads + head) * a.num_splits + split;
       a.split_acc[at * kHeadDim + d] = value;
       if (d == 0) {
-        a.split_max[at] = block_max;
+        a.split_max[at] = block_max;  // -FLT_MAX with sum 0 for a split past the context
         a.split_sum[at] = sum;
       }
     }
   }
 }
 
-// out[t, h] = merge of the num_splits partial states of (t, h). One block per (token, head).
+// out[t, h] = merge of the num_splits partial states of (s, h), t the one query token of
+// decode sequence s. One block per (sequence, head); other sequences' blocks return at once.
 template <int kHeadDim>
 __global__ void MergeSplitsKernel(AttentionLaunch a) {
   const PagedAttentionParams& p = a.p;
-  const int t = blockIdx.x;
-  if (t >= p.query_start[p.num_seqs]) return;  // padding token
-  const int64_t token_head = static_cast<int64_t>(t) * p.num_heads + blockIdx.y;
-  const int64_t first = token_head * a.num_splits;
+  const int s = blockIdx.x;
+  if (p.query_start[s + 1] - p.query_start[s] != 1) return;
+  const int t = p.query_start[s];
+  const int head = blockIdx.y;
+  const int64_t first = (static_cast<int64_t>(s) * p.num_heads + head) * a.num_splits;
   float global_max = -FLT_MAX;
-  for (int s = 0; s < a.num_splits; ++s) global_max = fmaxf(global_max, a.split_max[first + s]);
+  for (int i = 0; i < a.num_splits; ++i) global_max = fmaxf(global_max, a.split_max[first + i]);
   for (int d = threadIdx.x; d < kHeadDim; d += blockDim.x) {
     float sum = 0.0f, value = 0.0f;
-    for (int s = 0; s < a.num_splits; ++s) {
-      const float factor = expf(a.split_max[first + s] - global_max);
-      sum += a.split_sum[first + s] * factor;
-      value += a.split_acc[(first + s) * kHeadDim + d] * factor;
+    for (int i = 0; i < a.num_splits; ++i) {
+      const float factor = expf(a.split_max[first + i] - global_max);
+      sum += a.split_sum[first + i] * factor;
+      value += a.split_acc[(first + i) * kHeadDim + d] * factor;
     }
-    p.out[token_head * kHeadDim + d] = sum > 0.0f ? value / sum : 0.0f;
+    p.out[(static_cast<int64_t>(t) * p.num_heads + head) * kHeadDim + d] =
+        sum > 0.0f ? value / sum : 0.0f;
   }
 }
 

@@ -1,0 +1,73 @@
+// CudaBackend::Linear against the CPU backend for every weight type it takes, on random inputs.
+//  - f32: cuBLAS SGEMM vs OpenBLAS / our kernels, both fp32: tolerance 1e-4 x (1 + |y|).
+//  - bf16, f16: the GPU rounds x to the weight type and runs on tensor cores with fp32
+//    accumulation. The CPU is fed the same rounded x and the same 16-bit weights, so every
+//    product is exact on both and only the summation differs (order, and the tensor cores'
+//    fp32 adder): tolerance 1e-3 x (1 + |y|) for |y| ~ sqrt(in) ~ 30.
+// Skips where no CUDA device is present; ctest label gpu.
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <tuple>
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "tests/kernels/cuda_test_util.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace kvserve::kernels {
+namespace {
+
+using testing::DeviceBuffer;
+using testing::ExpectNear;
+using testing::RandomFloats;
+using testing::RoundTo;
+using testing::StoreAs;
+
+using LinearCase = std::tuple<DType, int /*in*/, int /*out*/>;
+
+class CudaLinearTest : public testing::CudaTest,
+                       public ::testing::WithParamInterface<LinearCase> {};
+
+TEST_P(CudaLinearTest, MatchesCpuOnSameRoundedInputsForEveryBatchSize) {
+  const auto [dtype, in, out] = GetParam();
+  const int max_tokens = 300;
+  ASSERT_TRUE(gpu_->ReserveLinear(max_tokens, in));
+  const std::vector<uint8_t> w = StoreAs(RandomFloats(static_cast<size_t>(out) * in, rng_), dtype);
+  const std::vector<float> bias = RandomFloats(out, rng_);
+  DeviceBuffer<uint8_t> d_w(w);
+  DeviceBuffer<float> d_bias(bias);
+  const float tolerance = dtype == DType::kF32 ? 1e-4f : 1e-3f;
+  for (int tokens : {1, 2, 3, 8, 16, 37, max_tokens}) {
+    SCOPED_TRACE(::testing::Message() << DTypeName(dtype) << " tokens " << tokens);
+    const std::vector<float> x = RandomFloats(static_cast<size_t>(tokens) * in, rng_);
+    // The GPU rounds x itself; the CPU gets it rounded already.
+    const std::vector<float> x_rounded = dtype == DType::kF32 ? x : RoundTo(x, dtype);
+    for (const float* b : {static_cast<const float*>(nullptr), bias.data()}) {
+      std::vector<float> want(static_cast<size_t>(tokens) * out);
+      cpu::Linear({x_rounded.data(), w.data(), b, want.data(), tokens, in, out, dtype});
+      DeviceBuffer<float> d_x(x), d_y(std::vector<float>(want.size(), -7.0f));
+      gpu_->Linear(
+          {d_x.get(), d_w.get(), b ? d_bias.get() : nullptr, d_y.get(), tokens, in, out, dtype});
+      Sync();
+      ExpectNear(d_y.ToHost(), want, tolerance);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    WeightTypes, CudaLinearTest,
+    ::testing::Values(LinearCase{DType::kF32, 576, 1536}, LinearCase{DType::kF32, 1024, 768},
+                      LinearCase{DType::kBF16, 576, 1536}, LinearCase{DType::kBF16, 1024, 768},
+                      LinearCase{DType::kF16, 576, 1536}, LinearCase{DType::kF16, 1024, 768}),
+    [](const ::testing::TestParamInfo<LinearCase>& info) {
+      // A stream, not string operator+: GCC 12 -O3 flags that with a false -Wrestrict.
+      std::ostringstream name;
+      name << DTypeName(std::get<0>(info.param)) << "_" << std::get<1>(info.param) << "x"
+           << std::get<2>(info.param);
+      return name.str();
+    });
+
+}  // namespace
+}  // namespace kvserve::kernels
