@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "api/program_usage.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/chat_template.h"
 #include "model/default_model.h"
@@ -160,7 +161,7 @@ absl::Status Run() {
 }  // namespace kvserve
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  kvserve::SetProgramUsage(
       "Generate text with kvserve's paged-KV-cache forward pass on the CPU.\n"
       "  kvserve-generate --prompt \"The capital of France is\" --max_tokens 32");
   absl::ParseCommandLine(argc, argv);

@@ -50,8 +50,7 @@ absl::Status LlamaModelRunner::Initialize(const RunnerConfig& config) {
 }
 
 void LlamaModelRunner::CopyBlock(const BlockCopy& copy) {
-  const int64_t block_bytes =
-      kv_pool_->layout().elements_per_block_per_pool() * sizeof(float);
+  const int64_t block_bytes = kv_pool_->layout().elements_per_block_per_pool() * sizeof(float);
   for (int32_t layer = 0; layer < kv_pool_->layout().num_layers; ++layer) {
     kernels::PagedKvView view = kv_pool_->Layer(layer);
     for (void* pool : {view.k, view.v}) {

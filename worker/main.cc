@@ -18,10 +18,12 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "api/program_usage.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/default_model.h"
 #include "model/tokenizer.h"
 #include "model/weights_loader.h"
+#include "worker/fault_injecting_runner.h"
 #include "worker/llama_model_runner.h"
 #include "worker/worker_options.h"
 #include "worker/worker_server.h"
@@ -40,6 +42,9 @@ ABSL_FLAG(std::string, tls_ca, "", "PEM CA: require client certificates signed b
 ABSL_FLAG(double, drain_timeout_s, 30.0, "On SIGTERM, seconds in-flight requests may take");
 ABSL_FLAG(std::string, worker_id, "", "Name in StreamStatus (default: the bound host:port)");
 ABSL_FLAG(int32_t, num_threads, 0, "CPU kernel threads (0: one per core)");
+ABSL_FLAG(int64_t, fault_fail_step, 0,
+          "TESTING AID ONLY, never in production: the model runner fails from engine step N on "
+          "(its in-flight requests end with INTERNAL, health turns NOT_SERVING); 0: off");
 
 namespace kvserve {
 namespace {
@@ -87,9 +92,13 @@ int Run() {
   absl::StatusOr<std::unique_ptr<LlamaModelRunner>> runner =
       LlamaModelRunner::Create(shared_weights, backend);
   if (!runner.ok()) return Fail(runner.status());
+  std::unique_ptr<ModelRunner> model_runner = *std::move(runner);
+  if (const int64_t fail_step = absl::GetFlag(FLAGS_fault_fail_step); fail_step > 0) {
+    model_runner = std::make_unique<FaultInjectingRunner>(std::move(model_runner), fail_step);
+  }
 
   absl::StatusOr<std::unique_ptr<WorkerServer>> server =
-      WorkerServer::Start(options, *std::move(runner), *std::move(tokenizer), config);
+      WorkerServer::Start(options, std::move(model_runner), *std::move(tokenizer), config);
   if (!server.ok()) return Fail(server.status());
   std::cout << "kvserve-worker grpc_port=" << (*server)->grpc_port() << "\n"
             << "kvserve-worker metrics_port=" << (*server)->metrics_port() << "\n"
@@ -111,7 +120,7 @@ int Run() {
 }  // namespace kvserve
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("Serves an LLM over gRPC (kvserve.v1) with Prometheus metrics.");
+  kvserve::SetProgramUsage("Serves an LLM over gRPC (kvserve.v1) with Prometheus metrics.");
   absl::ParseCommandLine(argc, argv);
   return kvserve::Run();
 }
