@@ -29,6 +29,7 @@ absl::Status ClusterBooks::AddWorker(const std::string& worker_id) {
   *free_slot = std::make_unique<WorkerBooks>(worker_id, slot, options_.block_size,
                                              options_.reports_to_cover_reservation, &index_);
   slot_of_.emplace(worker_id, slot);
+  last_chosen_[slot] = 0;
   return absl::OkStatus();
 }
 
@@ -95,6 +96,7 @@ RoutingDecision ClusterBooks::Route(const PreparedRoute& prepared) {
   int slot = -1;
   RoutingDecision decision = Decide(prepared, &slot);
   if (decision.verdict != RouteVerdict::kRouted) return decision;
+  last_chosen_[slot] = ++num_routed_;
   const std::string& request_id = prepared.request.request_id;
   auto [it, inserted] = reserved_on_.try_emplace(request_id, slot);
   if (!inserted && it->second != slot) {
@@ -116,6 +118,8 @@ RoutingDecision ClusterBooks::Decide(const PreparedRoute& prepared, int* chosen_
   RoutingQuery query;
   query.prompt_tokens = static_cast<int64_t>(request.tokens.size());
   query.max_tokens = request.max_tokens;
+  query.num_choices = request.num_choices;
+  query.context_length = request.context_length;
   query.block_size = options_.block_size;
   query.prefer_longest_prefix = request.prefer_longest_prefix;
 
@@ -144,7 +148,8 @@ RoutingDecision ClusterBooks::Decide(const PreparedRoute& prepared, int* chosen_
                                 .running_requests = capacity.running_requests,
                                 .waiting_requests = capacity.waiting_requests,
                                 .outstanding_requests = books.outstanding_requests(),
-                                .matched_blocks = matched_[slot]});
+                                .matched_blocks = matched_[slot],
+                                .last_chosen = last_chosen_[slot]});
     load_slots_.push_back(slot);
   });
 
@@ -161,6 +166,17 @@ RoutingDecision ClusterBooks::Decide(const PreparedRoute& prepared, int* chosen_
   decision.cost = choice.chosen.cost;
   decision.charged_blocks = choice.chosen.charged_blocks;
   return decision;
+}
+
+int64_t ClusterBooks::largest_pool_blocks() const {
+  absl::MutexLock lock(&mu_);
+  int64_t largest = 0;
+  for (const std::unique_ptr<WorkerBooks>& books : workers_) {
+    if (books != nullptr && books->has_capacity()) {
+      largest = std::max(largest, books->capacity().total_blocks);
+    }
+  }
+  return largest;
 }
 
 bool ClusterBooks::MarkStarted(const std::string& request_id) {

@@ -53,7 +53,9 @@ struct RouteRequest {
   std::string request_id = {};       // unique among the router's live requests (keys reservations)
   std::vector<TokenId> tokens = {};  // the context to prefill: prompt (+ generated, on a migration)
   std::string cache_salt = {};       // the tenant's salt, from authentication
-  int64_t max_tokens = 0;            // tokens still to generate (> 0)
+  int64_t max_tokens = 0;            // tokens still to generate, per choice (> 0)
+  int32_t num_choices = 1;           // choices still running (each holds its own blocks)
+  int64_t context_length = 0;        // the cap on one choice's length (0: none); kv_budget.h
   // Workers not to use (a migration excludes the worker that failed).
   std::vector<std::string> excluded_workers = {};
   bool prefer_longest_prefix = false;  // migration: most cached blocks first
@@ -132,6 +134,8 @@ class ClusterBooks {
   void SetCapacityListener(std::function<void()> listener);
 
   std::vector<WorkerSummary> Workers() const;
+  // The largest total_blocks any worker reported (0 before any report).
+  int64_t largest_pool_blocks() const;
   size_t num_cached_hashes() const;
 
  private:
@@ -153,6 +157,10 @@ class ClusterBooks {
   // request id -> slot of the worker holding its reservation.
   absl::flat_hash_map<std::string, int> reserved_on_ ABSL_GUARDED_BY(mu_);
   std::function<void()> listener_ ABSL_GUARDED_BY(mu_);
+  // Routing decisions made so far, and per slot the decision that last chose the worker there
+  // (0: never): the routing policy's last tie-breaker.
+  uint64_t num_routed_ ABSL_GUARDED_BY(mu_) = 0;
+  std::array<uint64_t, WorkerMask::kMaxWorkers> last_chosen_ ABSL_GUARDED_BY(mu_) = {};
   // Scratch for Decide, reused to avoid allocating per decision.
   mutable std::vector<int> matched_ ABSL_GUARDED_BY(mu_);
   mutable std::vector<WorkerLoad> loads_ ABSL_GUARDED_BY(mu_);

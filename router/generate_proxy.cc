@@ -85,19 +85,23 @@ RouteRequest GenerateProxy::RouteFor(const ProxiedRequest& request,
   RouteRequest route;
   route.request_id = request.router_request_id;
   route.tokens = request.prompt_token_ids;
-  // With one choice its generated tokens are part of the context to prefill (and of the prefix
-  // a worker may have cached); with several, only the shared prompt is.
+  route.context_length = request.context_length;
+  // The KV budget as kvcache/kv_budget.h counts it. With one choice its generated tokens are part
+  // of the context to prefill (and of the prefix a worker may have cached) and only the rest is
+  // still to generate; with several, only the shared prompt is, and each unfinished choice can
+  // still reach prompt + max_tokens.
   if (choices.size() == 1) {
     route.tokens.insert(route.tokens.end(), choices[0].token_ids.begin(),
                         choices[0].token_ids.end());
+    route.max_tokens = std::max<int64_t>(
+        1, request.sampling.max_tokens() - static_cast<int64_t>(choices[0].token_ids.size()));
+    route.num_choices = 1;
+  } else {
+    route.max_tokens = std::max<int64_t>(request.sampling.max_tokens(), 1);
+    route.num_choices = static_cast<int32_t>(std::max<int64_t>(
+        1, std::count_if(choices.begin(), choices.end(),
+                         [](const ChoiceProgress& choice) { return !choice.finished; })));
   }
-  int64_t remaining = 0;
-  for (const ChoiceProgress& choice : choices) {
-    if (choice.finished) continue;
-    remaining += std::max<int64_t>(
-        1, request.sampling.max_tokens() - static_cast<int64_t>(choice.token_ids.size()));
-  }
-  route.max_tokens = std::max<int64_t>(remaining, 1);
   route.cache_salt = request.cache_salt;
   route.excluded_workers = excluded;
   route.prefer_longest_prefix = !excluded.empty();
@@ -150,19 +154,17 @@ grpc::Status GenerateProxy::Run(grpc::ServerContext& server_context, const Proxi
   std::vector<std::string> failed_workers;
   int32_t completion_tokens = 0;
   grpc::Status last_failure;
-  // Ends the stream after a failure no worker can take over: with output already sent, every
-  // unfinished choice ends with FINISH_REASON_ABORT and the stream with usage and OK
-  // (output.proto); with none, `failure` (UNAVAILABLE: safe to retry).
+  // Ends the stream after a failure no worker can take over. A request whose choices all ended
+  // lacks only its usage message: the router sends it (usage and OK). Any other request could
+  // not be completed, so it ends with `failure` (UNAVAILABLE), also when some output was already
+  // sent: FINISH_REASON_ABORT means a choice the server ended on purpose (output.proto), not
+  // one that was lost.
   auto end_early = [&](const grpc::Status& failure) {
-    if (completion_tokens == 0) return failure;
+    const bool all_finished = std::all_of(choices.begin(), choices.end(),
+                                          [](const ChoiceProgress& c) { return c.finished; });
+    if (!all_finished || completion_tokens == 0) return failure;
     v1::GenerateResponse last;
     last.set_request_id(request.client_request_id);
-    for (int i = 0; i < n; ++i) {
-      if (choices[i].finished) continue;
-      v1::ChoiceDelta* delta = last.add_choices();
-      delta->set_index(i);
-      delta->set_finish_reason(v1::FINISH_REASON_ABORT);
-    }
     v1::Usage* usage = last.mutable_usage();
     usage->set_prompt_tokens(static_cast<int32_t>(request.prompt_token_ids.size()));
     usage->set_completion_tokens(completion_tokens);
@@ -212,6 +214,7 @@ grpc::Status GenerateProxy::Run(grpc::ServerContext& server_context, const Proxi
 
     std::unique_ptr<grpc::ClientContext> context =
         grpc::ClientContext::FromServerContext(server_context);
+    const uint64_t tracked = worker->RegisterCall(context.get());
     std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
         worker->stub().Generate(context.get(), call);
     v1::GenerateResponse response;
@@ -219,6 +222,7 @@ grpc::Status GenerateProxy::Run(grpc::ServerContext& server_context, const Proxi
     bool got_usage = false;
     bool client_gone = false;
     while (reader->Read(&response)) {
+      worker->NoteProgress(tracked);
       if (client_gone) continue;  // cancelled: drain what is in flight
       if (!started) {
         books_->MarkStarted(request.router_request_id);
@@ -249,8 +253,13 @@ grpc::Status GenerateProxy::Run(grpc::ServerContext& server_context, const Proxi
         client_gone = true;
       }
     }
-    const grpc::Status status = reader->Finish();
+    grpc::Status status = reader->Finish();
     books_->Release(request.router_request_id);
+    if (worker->UnregisterCall(tracked) && !client_gone && !server_context.IsCancelled()) {
+      // The connection cancelled it: the worker stopped answering or the stream stalled.
+      status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            absl::StrCat("worker ", worker_id, " stopped answering"));
+    }
     if (client_gone || server_context.IsCancelled()) {
       return grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the request");
     }

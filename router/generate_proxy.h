@@ -5,17 +5,18 @@
 // the client received.
 //
 // Migration: when the worker's stream fails without an error of the request's own making
-// (UNAVAILABLE: the worker died, drained past its grace period, or the connection broke; also
-// UNKNOWN / INTERNAL / ABORTED, a stream that ends OK without usage, and RESOURCE_EXHAUSTED before
+// (UNAVAILABLE: the worker died, drained past its grace period, or the connection broke;
+// INTERNAL: its engine failed, a worker failure like a crash, so the request moves too; also
+// UNKNOWN / ABORTED, a stream that ends OK without usage, and RESOURCE_EXHAUSTED before
 // any output), the request is admitted again excluding every worker that failed it, preferring
 // the worker with the longest cached prefix, and resubmitted with each unfinished choice's
 // generated tokens and emitted text bytes (worker.proto WorkerChoice). The seed was fixed before
 // the first dispatch, so the continuation is the token sequence the first worker would have
 // produced: the client sees one stream with nothing lost or repeated. At most `max_migrations`
 // times per request. When no worker can take over (migrations exhausted, or no other worker is
-// routable), a request that already sent output ends its unfinished choices with
-// FINISH_REASON_ABORT, then usage and OK (output.proto); one that sent nothing ends with
-// UNAVAILABLE, which is safe to retry.
+// routable), the request ends with UNAVAILABLE, whether or not it already sent output (the
+// tokens sent stand; a retry starts over). Only a request whose every choice already finished,
+// and which lacks just its usage message, ends with usage and OK.
 //
 // Cancellation: each worker call's ClientContext is made with FromServerContext, so the client's
 // deadline and cancellation propagate to it; a failed write to the client cancels it too. A
@@ -50,7 +51,8 @@ struct ProxiedRequest {
   std::vector<int32_t> prompt_token_ids;  // chat template and special tokens applied
   kvserve::v1::SamplingParams sampling;   // seed set, max_tokens > 0
   int priority = 0;
-  std::string cache_salt;  // from the authenticated tenant
+  std::string cache_salt;      // from the authenticated tenant
+  int64_t context_length = 0;  // one choice's prompt + output at most (pool-limited); 0: no cap
 };
 
 class GenerateProxy {

@@ -19,6 +19,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/time/time.h"
+#include "api/program_usage.h"
 #include "model/default_model.h"
 #include "router/router_server.h"
 #include "router/router_server_options.h"
@@ -36,6 +37,11 @@ ABSL_FLAG(int32_t, max_queue, 1024,
           "Requests that may wait for capacity; more: RESOURCE_EXHAUSTED");
 ABSL_FLAG(int32_t, max_migrations, 3, "Times one request may move to another worker");
 ABSL_FLAG(int32_t, status_interval_ms, 0, "Worker status interval asked for (0: worker default)");
+ABSL_FLAG(double, worker_liveness_timeout_s, 10.0,
+          "A worker whose status stream is silent this long (a hung engine: longer than any "
+          "step) is marked unreachable (>= 1)");
+ABSL_FLAG(double, stream_progress_timeout_s, 30.0,
+          "A request stream with no message from its worker this long moves to another");
 ABSL_FLAG(std::string, auth_tokens_file, "", "Bearer tokens: lines 'token tenant' (empty: off)");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve TLS on --listen");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
@@ -66,6 +72,8 @@ int Run() {
   options.core.admission.max_waiting_requests = absl::GetFlag(FLAGS_max_queue);
   options.max_migrations = absl::GetFlag(FLAGS_max_migrations);
   options.status_interval_ms = absl::GetFlag(FLAGS_status_interval_ms);
+  options.worker_liveness_timeout_s = absl::GetFlag(FLAGS_worker_liveness_timeout_s);
+  options.stream_progress_timeout_s = absl::GetFlag(FLAGS_stream_progress_timeout_s);
   options.auth_tokens_file = absl::GetFlag(FLAGS_auth_tokens_file);
   options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key = absl::GetFlag(FLAGS_tls_key);
@@ -105,7 +113,7 @@ int Run() {
 }  // namespace kvserve
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("Routes kvserve.v1.Generation requests across kvserve workers.");
+  kvserve::SetProgramUsage("Routes kvserve.v1.Generation requests across kvserve workers.");
   absl::ParseCommandLine(argc, argv);
   return kvserve::Run();
 }

@@ -37,12 +37,6 @@ absl::StatusOr<RenderedPrompt> PromptRenderer::RenderText(
     std::optional<bool> add_special_tokens, std::optional<bool> add_generation_prompt) const {
   std::vector<ChatMessage> messages;
   if (chat != nullptr) {
-    if (!chat_template_.has_value()) {
-      return absl::InvalidArgumentError("chat: the served model has no chat template");
-    }
-    if (chat->messages().empty()) {
-      return absl::InvalidArgumentError("chat.messages: at least one message is required");
-    }
     for (const kvserve::v1::ChatMessage& message : chat->messages()) {
       messages.push_back({message.role(), message.content()});
     }
@@ -58,13 +52,6 @@ absl::StatusOr<std::vector<int32_t>> PromptRenderer::Render(
   switch (request.input_case()) {
     case Input::kPromptTokenIds: {
       const auto& ids = request.prompt_token_ids().ids();
-      for (int i = 0; i < ids.size(); ++i) {
-        if (ids[i] < 0 || ids[i] >= tokenizer_->vocab_size()) {
-          return absl::InvalidArgumentError(absl::StrCat("prompt_token_ids.ids[", i, "]: token id ",
-                                                         ids[i], " is outside [0, ",
-                                                         tokenizer_->vocab_size(), ")"));
-        }
-      }
       return std::vector<int32_t>(ids.begin(), ids.end());
     }
     case Input::kPrompt:
@@ -86,9 +73,6 @@ absl::StatusOr<std::vector<int32_t>> PromptRenderer::Render(
 
 absl::StatusOr<kvserve::v1::TokenizeResponse> PromptRenderer::Tokenize(
     const kvserve::v1::TokenizeRequest& request) const {
-  if (request.input_case() == kvserve::v1::TokenizeRequest::INPUT_NOT_SET) {
-    return absl::InvalidArgumentError("input: exactly one of prompt and chat must be set");
-  }
   absl::StatusOr<RenderedPrompt> rendered = RenderText(
       request.has_prompt() ? &request.prompt() : nullptr,
       request.has_chat() ? &request.chat() : nullptr,
@@ -110,13 +94,6 @@ absl::StatusOr<kvserve::v1::TokenizeResponse> PromptRenderer::Tokenize(
 
 absl::StatusOr<kvserve::v1::DetokenizeResponse> PromptRenderer::Detokenize(
     const kvserve::v1::DetokenizeRequest& request) const {
-  for (int i = 0; i < request.token_ids_size(); ++i) {
-    const int32_t id = request.token_ids(i);
-    if (id < 0 || id >= tokenizer_->vocab_size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "token_ids[", i, "]: token id ", id, " is outside [0, ", tokenizer_->vocab_size(), ")"));
-    }
-  }
   const std::vector<int32_t> ids(request.token_ids().begin(), request.token_ids().end());
   kvserve::v1::DetokenizeResponse response;
   response.set_text(tokenizer_->Decode(ids, !request.detokenize_special_tokens()));

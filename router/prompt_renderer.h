@@ -28,10 +28,13 @@ class PromptRenderer {
   // INVALID_ARGUMENT "--model: ..." when the file has no usable tokenizer.
   static absl::StatusOr<std::unique_ptr<PromptRenderer>> Load(const std::string& model_path);
 
-  // The prompt of a GenerateRequest as token ids. INVALID_ARGUMENT naming the field for a missing
-  // input, a token id outside the vocabulary, or chat without a template.
+  // The prompt of a GenerateRequest as token ids (RenderPrompt, model/prompt.h).
+  // REQUIRES: the request passed ValidateGenerateRequest (api/request_validation.h), which
+  // refuses a missing input, bad roles and chat without a template; token ids are returned as
+  // given, for ValidatePromptTokens.
   absl::StatusOr<std::vector<int32_t>> Render(const kvserve::v1::GenerateRequest& request) const;
 
+  // REQUIRES: the request passed ValidateTokenizeRequest / ValidateDetokenizeRequest.
   absl::StatusOr<kvserve::v1::TokenizeResponse> Tokenize(
       const kvserve::v1::TokenizeRequest& request) const;
   absl::StatusOr<kvserve::v1::DetokenizeResponse> Detokenize(
@@ -43,7 +46,6 @@ class PromptRenderer {
   PromptRenderer(std::unique_ptr<Tokenizer> tokenizer, std::optional<ChatTemplate> chat)
       : tokenizer_(std::move(tokenizer)), chat_template_(std::move(chat)) {}
 
-  // Checks what only the router knows (a template exists, messages are present), then
   // RenderPrompt. Exactly one of `prompt` / `chat` is non-null.
   absl::StatusOr<RenderedPrompt> RenderText(const std::string* prompt,
                                             const kvserve::v1::ChatConversation* chat,

@@ -69,6 +69,8 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
   WorkerConnectionOptions connection;
   connection.router_id = router_id;
   connection.status_interval_ms = options.status_interval_ms;
+  connection.liveness_timeout = absl::Seconds(options.worker_liveness_timeout_s);
+  connection.stream_progress_timeout = absl::Seconds(options.stream_progress_timeout_s);
   connection.on_books_changed = [books = server->books_.get(), metrics = server->metrics_.get(),
                                  queue = server->queue_.get()] {
     metrics->SetWorkers(books->Workers());
@@ -89,7 +91,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
                                                    options.max_migrations);
   server->service_ = std::make_unique<RouterService>(
       router_id, &server->auth_, server->renderer_.get(), server->registry_.get(),
-      server->proxy_.get(), server->metrics_.get());
+      server->books_.get(), server->proxy_.get(), server->metrics_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -100,6 +102,8 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
   if (server->server_ == nullptr || server->grpc_port_ == 0) {
     return absl::InvalidArgumentError(absl::StrCat("--listen: cannot listen on ", options.listen));
   }
+  // "" and the service's own name, so probes can ask for either.
+  server->server_->GetHealthCheckService()->SetServingStatus("kvserve.v1.Generation", true);
   try {
     server->exposer_ = std::make_unique<prometheus::Exposer>(options.metrics_listen);
   } catch (const std::exception& e) {

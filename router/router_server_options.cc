@@ -1,5 +1,6 @@
 #include "router/router_server_options.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -77,6 +78,17 @@ absl::Status RouterServerOptions::Validate() const {
   }
   if (status_interval_ms < 0) {
     return Invalid("--status_interval_ms", absl::StrCat("must be >= 0, got ", status_interval_ms));
+  }
+  // The worker's idle heartbeat is 500 ms and it never sends faster than the interval asked for.
+  if (!(worker_liveness_timeout_s >= 1.0) ||
+      worker_liveness_timeout_s * 1000 <= std::max(500, status_interval_ms)) {
+    return Invalid("--worker_liveness_timeout_s",
+                   absl::StrCat("must be >= 1 and longer than --status_interval_ms, got ",
+                                worker_liveness_timeout_s));
+  }
+  if (!(stream_progress_timeout_s >= 1.0)) {
+    return Invalid("--stream_progress_timeout_s",
+                   absl::StrCat("must be >= 1, got ", stream_progress_timeout_s));
   }
   if (absl::Status s = CheckPair("--tls_cert", tls_cert, "--tls_key", tls_key); !s.ok()) return s;
   if (!tls_ca.empty() && tls_cert.empty()) return Invalid("--tls_ca", "requires --tls_cert");

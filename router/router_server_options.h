@@ -36,13 +36,19 @@ struct RouterServerOptions {
   std::string router_id;                          // --router_id: name sent to workers
   int32_t max_migrations = 3;                     // --max_migrations: per request
   int32_t status_interval_ms = 0;                 // --status_interval_ms: 0 = worker default
-  std::string auth_tokens_file;                   // --auth_tokens_file: "token tenant" lines
-  std::string tls_cert;                           // --tls_cert: PEM certificate chain
-  std::string tls_key;                            // --tls_key: PEM private key
-  std::string tls_ca;                             // --tls_ca: PEM CA of client certs (mTLS)
-  std::string worker_tls_ca;                      // --worker_tls_ca: PEM CA of worker certs
-  std::string worker_tls_cert;                    // --worker_tls_cert: client cert for workers
-  std::string worker_tls_key;                     // --worker_tls_key: its private key
+  // --worker_liveness_timeout_s: a worker whose status stream is silent this long is marked
+  // unreachable and its streams migrate (router/worker_connection.h). Longer than any engine
+  // step: the worker publishes between steps.
+  double worker_liveness_timeout_s = 10.0;
+  // --stream_progress_timeout_s: a request stream with no message this long moves elsewhere.
+  double stream_progress_timeout_s = 30.0;
+  std::string auth_tokens_file;  // --auth_tokens_file: "token tenant" lines
+  std::string tls_cert;          // --tls_cert: PEM certificate chain
+  std::string tls_key;           // --tls_key: PEM private key
+  std::string tls_ca;            // --tls_ca: PEM CA of client certs (mTLS)
+  std::string worker_tls_ca;     // --worker_tls_ca: PEM CA of worker certs
+  std::string worker_tls_cert;   // --worker_tls_cert: client cert for workers
+  std::string worker_tls_key;    // --worker_tls_key: its private key
   // --block_size, --max_queue (admission.max_waiting_requests) and the cost weights.
   RouterCoreOptions core;
 

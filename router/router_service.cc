@@ -3,44 +3,68 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "api/raw_message.h"
+#include "api/status_conversion.h"
 
 namespace kvserve {
 namespace {
 
 namespace v1 = kvserve::v1;
 
-grpc::Status ToGrpc(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
-
-absl::Status ValidateRequestId(const std::string& id) {
-  if (id.size() > 128) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("request_id: at most 128 characters, got ", id.size()));
-  }
-  for (char c : id) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != ':' &&
-        c != '-') {
-      return absl::InvalidArgumentError("request_id: only [A-Za-z0-9._:-] are allowed");
-    }
-  }
-  return absl::OkStatus();
-}
+// Method indices of kvserve.v1.Generation, in the order of generation.proto.
+constexpr int kGenerateMethod = 0;
+constexpr int kTokenizeMethod = 1;
+constexpr int kDetokenizeMethod = 2;
+constexpr int kGetModelInfoMethod = 3;
 
 }  // namespace
 
 RouterService::RouterService(std::string router_id, const TokenAuth* auth,
                              const PromptRenderer* renderer, WorkerRegistry* registry,
-                             GenerateProxy* proxy, RouterMetrics* metrics)
+                             const ClusterBooks* books, GenerateProxy* proxy,
+                             RouterMetrics* metrics)
     : router_id_(std::move(router_id)),
       auth_(auth),
       renderer_(renderer),
       registry_(registry),
+      books_(books),
       proxy_(proxy),
-      metrics_(metrics) {}
+      metrics_(metrics) {
+  MarkMethodStreamed(
+      kGenerateMethod,
+      new grpc::internal::SplitServerStreamingHandler<grpc::ByteBuffer, v1::GenerateResponse>(
+          [this](grpc::ServerContext* context, GenerateStreamer* streamer) {
+            return HandleGenerate(context, streamer);
+          }));
+  ServeUnary(kTokenizeMethod, &RouterService::HandleTokenize);
+  ServeUnary(kDetokenizeMethod, &RouterService::HandleDetokenize);
+  ServeUnary(kGetModelInfoMethod, &RouterService::HandleGetModelInfo);
+}
+
+template <typename Request, typename Response>
+void RouterService::ServeUnary(int index, absl::StatusOr<Response> (RouterService::*method)(
+                                              const grpc::ServerContext&, const Request&)) {
+  using Streamer = grpc::ServerUnaryStreamer<grpc::ByteBuffer, Response>;
+  MarkMethodStreamed(index, new grpc::internal::StreamedUnaryHandler<grpc::ByteBuffer, Response>(
+                                [this, method](grpc::ServerContext* context, Streamer* streamer) {
+                                  grpc::ByteBuffer bytes;
+                                  if (!streamer->Read(&bytes)) {
+                                    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                                        "request: no request message");
+                                  }
+                                  absl::StatusOr<std::string> tenant = Authenticate(*context);
+                                  if (!tenant.ok()) return ToGrpcStatus(tenant.status());
+                                  Request request;
+                                  if (absl::Status s = ParseRequest(bytes, &request); !s.ok()) {
+                                    return ToGrpcStatus(s);
+                                  }
+                                  absl::StatusOr<Response> response =
+                                      (this->*method)(*context, request);
+                                  if (response.ok()) streamer->Write(*response);
+                                  return ToGrpcStatus(response.status());
+                                }));
+}
 
 absl::StatusOr<std::string> RouterService::Authenticate(const grpc::ServerContext& context) const {
   const auto& metadata = context.client_metadata();
@@ -52,16 +76,12 @@ absl::StatusOr<std::string> RouterService::Authenticate(const grpc::ServerContex
   return tenant;
 }
 
-absl::StatusOr<v1::ModelInfo> RouterService::ModelInfoFor(const std::string& model) const {
+absl::StatusOr<ServingLimits> RouterService::Limits() const {
   std::optional<v1::ModelInfo> info = registry_->model_info();
   if (!info.has_value()) {
     return absl::UnavailableError("no worker has reported its model yet; retry shortly");
   }
-  if (!model.empty() && model != info->name()) {
-    return absl::NotFoundError(
-        absl::StrCat("model: '", model, "' is not served here (serving '", info->name(), "')"));
-  }
-  return *std::move(info);
+  return ServingLimitsFromModelInfo(*info, books_->largest_pool_blocks());
 }
 
 uint64_t RouterService::DrawSeed() {
@@ -71,21 +91,24 @@ uint64_t RouterService::DrawSeed() {
 
 absl::StatusOr<ProxiedRequest> RouterService::Resolve(const v1::GenerateRequest& request,
                                                       const std::string& tenant) {
-  if (absl::Status s = ValidateRequestId(request.request_id()); !s.ok()) return s;
-  absl::StatusOr<v1::ModelInfo> info = ModelInfoFor(request.model());
-  if (!info.ok()) return info.status();
-  if (request.priority() < -100 || request.priority() > 100) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("priority: must be in [-100, 100], got ", request.priority()));
-  }
+  absl::StatusOr<ServingLimits> limits = Limits();
+  if (!limits.ok()) return limits.status();
+  // The worker's order (worker/serving_context.cc StartGenerate): the request, the rendered
+  // prompt, then the KV fit.
+  if (absl::Status s = ValidateGenerateRequest(request, *limits); !s.ok()) return s;
   absl::StatusOr<std::vector<int32_t>> prompt = renderer_->Render(request);
   if (!prompt.ok()) return prompt.status();
+  if (absl::Status s = ValidatePromptTokens(*prompt, *limits, "prompt_token_ids.ids"); !s.ok()) {
+    return s;
+  }
   const int64_t prompt_tokens = static_cast<int64_t>(prompt->size());
-  if (prompt_tokens == 0) return absl::InvalidArgumentError("input: the prompt is empty");
-  const v1::GenerationLimits& limits = info->limits();
-  if (prompt_tokens > limits.max_prompt_tokens()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "input: prompt has ", prompt_tokens, " tokens, the limit is ", limits.max_prompt_tokens()));
+  const int32_t n = std::max(request.sampling().n(), 1);
+  if (limits->kv_total_blocks > 0) {
+    if (absl::Status s = ValidateKvFit(static_cast<int32_t>(prompt_tokens),
+                                       request.sampling().max_tokens(), n, *limits);
+        !s.ok()) {
+      return s;
+    }
   }
   const uint64_t number = next_request_number_.fetch_add(1);
   ProxiedRequest resolved;
@@ -95,90 +118,71 @@ absl::StatusOr<ProxiedRequest> RouterService::Resolve(const v1::GenerateRequest&
   resolved.prompt_token_ids = *std::move(prompt);
   resolved.priority = request.priority();
   resolved.cache_salt = TokenAuth::CacheSaltFor(tenant);
+  resolved.context_length = limits->context_length;
   resolved.sampling = request.sampling();
   // Fixed before the first dispatch, so a migration reproduces the stream (worker.proto).
   if (!resolved.sampling.has_seed()) resolved.sampling.set_seed(DrawSeed());
-  if (resolved.sampling.max_tokens() < 0 || resolved.sampling.max_tokens() > limits.max_tokens()) {
-    return absl::InvalidArgumentError(absl::StrCat("sampling.max_tokens: must be in [0, ",
-                                                   limits.max_tokens(), "], got ",
-                                                   resolved.sampling.max_tokens()));
-  }
   if (resolved.sampling.max_tokens() == 0) {
-    const int64_t to_context = std::max<int64_t>(1, info->context_length() - prompt_tokens);
+    const int64_t to_context = std::max<int64_t>(1, limits->context_length - prompt_tokens);
     resolved.sampling.set_max_tokens(static_cast<int32_t>(
-        limits.default_max_tokens() > 0 ? std::min<int64_t>(limits.default_max_tokens(), to_context)
-                                        : to_context));
+        limits->default_max_tokens > 0 ? std::min<int64_t>(limits->default_max_tokens, to_context)
+                                       : to_context));
   }
   return resolved;
 }
 
-grpc::Status RouterService::Generate(grpc::ServerContext* context,
-                                     const v1::GenerateRequest* request,
-                                     grpc::ServerWriter<v1::GenerateResponse>* writer) {
+grpc::Status RouterService::HandleGenerate(grpc::ServerContext* context,
+                                           GenerateStreamer* streamer) {
+  grpc::ByteBuffer bytes;
+  if (!streamer->Read(&bytes)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "request: no request message");
+  }
   absl::StatusOr<std::string> tenant = Authenticate(*context);
   if (!tenant.ok()) {
     metrics_->RecordFinished("UNAUTHENTICATED");
-    return ToGrpc(tenant.status());
+    return ToGrpcStatus(tenant.status());
   }
-  absl::StatusOr<ProxiedRequest> resolved = Resolve(*request, *tenant);
+  v1::GenerateRequest request;
+  absl::Status parsed = ParseRequest(bytes, &request);
+  absl::StatusOr<ProxiedRequest> resolved =
+      parsed.ok() ? Resolve(request, *tenant) : absl::StatusOr<ProxiedRequest>(parsed);
   if (!resolved.ok()) {
     if (resolved.status().code() == absl::StatusCode::kInvalidArgument) {
       metrics_->RecordRejection("invalid_argument");
     }
     metrics_->RecordFinished(absl::StatusCodeToString(resolved.status().code()));
-    return ToGrpc(resolved.status());
+    return ToGrpcStatus(resolved.status());
   }
-  grpc::Status status = proxy_->Run(
-      *context, *resolved, [writer](const v1::GenerateResponse& r) { return writer->Write(r); });
+  grpc::Status status = proxy_->Run(*context, *resolved, [streamer](const v1::GenerateResponse& r) {
+    return streamer->Write(r);
+  });
   metrics_->RecordFinished(
       absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code())));
   return status;
 }
 
-grpc::Status RouterService::Tokenize(grpc::ServerContext* context,
-                                     const v1::TokenizeRequest* request,
-                                     v1::TokenizeResponse* response) {
-  if (absl::StatusOr<std::string> tenant = Authenticate(*context); !tenant.ok()) {
-    return ToGrpc(tenant.status());
-  }
-  if (!request->model().empty()) {
-    if (absl::StatusOr<v1::ModelInfo> info = ModelInfoFor(request->model()); !info.ok()) {
-      return ToGrpc(info.status());
-    }
-  }
-  absl::StatusOr<v1::TokenizeResponse> tokenized = renderer_->Tokenize(*request);
-  if (!tokenized.ok()) return ToGrpc(tokenized.status());
-  *response = *std::move(tokenized);
-  return grpc::Status::OK;
+absl::StatusOr<v1::TokenizeResponse> RouterService::HandleTokenize(
+    const grpc::ServerContext& /*context*/, const v1::TokenizeRequest& request) {
+  absl::StatusOr<ServingLimits> limits = Limits();
+  if (!limits.ok()) return limits.status();
+  if (absl::Status s = ValidateTokenizeRequest(request, *limits); !s.ok()) return s;
+  return renderer_->Tokenize(request);
 }
 
-grpc::Status RouterService::Detokenize(grpc::ServerContext* context,
-                                       const v1::DetokenizeRequest* request,
-                                       v1::DetokenizeResponse* response) {
-  if (absl::StatusOr<std::string> tenant = Authenticate(*context); !tenant.ok()) {
-    return ToGrpc(tenant.status());
-  }
-  if (!request->model().empty()) {
-    if (absl::StatusOr<v1::ModelInfo> info = ModelInfoFor(request->model()); !info.ok()) {
-      return ToGrpc(info.status());
-    }
-  }
-  absl::StatusOr<v1::DetokenizeResponse> text = renderer_->Detokenize(*request);
-  if (!text.ok()) return ToGrpc(text.status());
-  *response = *std::move(text);
-  return grpc::Status::OK;
+absl::StatusOr<v1::DetokenizeResponse> RouterService::HandleDetokenize(
+    const grpc::ServerContext& /*context*/, const v1::DetokenizeRequest& request) {
+  absl::StatusOr<ServingLimits> limits = Limits();
+  if (!limits.ok()) return limits.status();
+  if (absl::Status s = ValidateDetokenizeRequest(request, *limits); !s.ok()) return s;
+  return renderer_->Detokenize(request);
 }
 
-grpc::Status RouterService::GetModelInfo(grpc::ServerContext* context,
-                                         const v1::GetModelInfoRequest* request,
-                                         v1::ModelInfo* response) {
-  if (absl::StatusOr<std::string> tenant = Authenticate(*context); !tenant.ok()) {
-    return ToGrpc(tenant.status());
-  }
-  absl::StatusOr<v1::ModelInfo> info = ModelInfoFor(request->model());
-  if (!info.ok()) return ToGrpc(info.status());
-  *response = *std::move(info);
-  return grpc::Status::OK;
+absl::StatusOr<v1::ModelInfo> RouterService::HandleGetModelInfo(
+    const grpc::ServerContext& /*context*/, const v1::GetModelInfoRequest& request) {
+  absl::StatusOr<ServingLimits> limits = Limits();
+  if (!limits.ok()) return limits.status();
+  if (absl::Status s = ValidateModelName(request.model(), *limits); !s.ok()) return s;
+  return *registry_->model_info();
 }
 
 }  // namespace kvserve

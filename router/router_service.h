@@ -1,12 +1,19 @@
 // RouterService: kvserve.v1.Generation as the router serves it. Every call is authenticated first
-// (TokenAuth: UNAUTHENTICATED without a valid bearer token when auth is on). Generate is resolved
-// here (request id, model name, priority, prompt rendered to token ids, prompt length, seed and
-// max_tokens fixed) and then run through the cluster by GenerateProxy; the worker validates the
-// sampling parameters again and its INVALID_ARGUMENT reaches the client unchanged. Tokenize,
-// Detokenize and GetModelInfo are answered by the router itself (its tokenizer, and the ModelInfo
-// the workers reported), so they cost no worker any work.
+// (TokenAuth: UNAUTHENTICATED without a valid bearer token when auth is on), then its request
+// bytes are parsed by api/raw_message.h and validated by api/request_validation.h against the
+// limits the workers publish in ModelInfo: the same functions, in the same order, as the worker's
+// own Generation service, so a bad request gets the same status code and message from both
+// (invalid UTF-8 or malformed bytes: INVALID_ARGUMENT naming the field, never INTERNAL).
+// Generate is then resolved (request id, prompt rendered to token ids, seed and max_tokens fixed,
+// the KV-fit rule of kvcache/kv_budget.h checked against the largest pool) and run through the
+// cluster by GenerateProxy. Tokenize, Detokenize and GetModelInfo are answered by the router
+// itself (its tokenizer, and the ModelInfo the workers reported), so they cost no worker any work.
 //
-// Thread-safety: thread-safe (a synchronous gRPC service; handlers run concurrently).
+// Transport: a synchronous gRPC service whose methods take the raw request bytes (the generated
+// "streamed" handlers instantiated with grpc::ByteBuffer as the request type), so that parsing
+// is ours and not the generated deserializer's.
+//
+// Thread-safety: thread-safe (handlers run concurrently).
 #ifndef KVSERVE_ROUTER_ROUTER_SERVICE_H_
 #define KVSERVE_ROUTER_ROUTER_SERVICE_H_
 
@@ -20,7 +27,9 @@
 #include "absl/random/random.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "api/request_validation.h"
 #include "kvserve/v1/generation.grpc.pb.h"
+#include "router/cluster_books.h"
 #include "router/generate_proxy.h"
 #include "router/prompt_renderer.h"
 #include "router/router_metrics.h"
@@ -33,25 +42,32 @@ class RouterService final : public kvserve::v1::Generation::Service {
  public:
   // Everything is borrowed and must outlive the service.
   RouterService(std::string router_id, const TokenAuth* auth, const PromptRenderer* renderer,
-                WorkerRegistry* registry, GenerateProxy* proxy, RouterMetrics* metrics);
-
-  grpc::Status Generate(grpc::ServerContext* context, const kvserve::v1::GenerateRequest* request,
-                        grpc::ServerWriter<kvserve::v1::GenerateResponse>* writer) override;
-  grpc::Status Tokenize(grpc::ServerContext* context, const kvserve::v1::TokenizeRequest* request,
-                        kvserve::v1::TokenizeResponse* response) override;
-  grpc::Status Detokenize(grpc::ServerContext* context,
-                          const kvserve::v1::DetokenizeRequest* request,
-                          kvserve::v1::DetokenizeResponse* response) override;
-  grpc::Status GetModelInfo(grpc::ServerContext* context,
-                            const kvserve::v1::GetModelInfoRequest* request,
-                            kvserve::v1::ModelInfo* response) override;
+                WorkerRegistry* registry, const ClusterBooks* books, GenerateProxy* proxy,
+                RouterMetrics* metrics);
 
  private:
+  using GenerateStreamer =
+      grpc::ServerSplitStreamer<grpc::ByteBuffer, kvserve::v1::GenerateResponse>;
+
+  grpc::Status HandleGenerate(grpc::ServerContext* context, GenerateStreamer* streamer);
+  absl::StatusOr<kvserve::v1::TokenizeResponse> HandleTokenize(
+      const grpc::ServerContext& context, const kvserve::v1::TokenizeRequest& request);
+  absl::StatusOr<kvserve::v1::DetokenizeResponse> HandleDetokenize(
+      const grpc::ServerContext& context, const kvserve::v1::DetokenizeRequest& request);
+  absl::StatusOr<kvserve::v1::ModelInfo> HandleGetModelInfo(
+      const grpc::ServerContext& context, const kvserve::v1::GetModelInfoRequest& request);
+
+  // Replaces the generated handler of unary method `index` with one that parses the raw bytes
+  // into Request and answers with `method`'s result.
+  template <typename Request, typename Response>
+  void ServeUnary(int index,
+                  absl::StatusOr<Response> (RouterService::*method)(const grpc::ServerContext&,
+                                                                    const Request&));
+
   // The caller's tenant; UNAUTHENTICATED when auth is on and the token is missing or unknown.
   absl::StatusOr<std::string> Authenticate(const grpc::ServerContext& context) const;
-  // The served model's info; NOT_FOUND when `model` names another one, UNAVAILABLE before any
-  // worker reported it.
-  absl::StatusOr<kvserve::v1::ModelInfo> ModelInfoFor(const std::string& model) const;
+  // What the workers published, as validation limits; UNAVAILABLE before any worker reported.
+  absl::StatusOr<ServingLimits> Limits() const;
   absl::StatusOr<ProxiedRequest> Resolve(const kvserve::v1::GenerateRequest& request,
                                          const std::string& tenant);
   uint64_t DrawSeed();
@@ -60,6 +76,7 @@ class RouterService final : public kvserve::v1::Generation::Service {
   const TokenAuth* const auth_;
   const PromptRenderer* const renderer_;
   WorkerRegistry* const registry_;
+  const ClusterBooks* const books_;
   GenerateProxy* const proxy_;
   RouterMetrics* const metrics_;
   std::atomic<uint64_t> next_request_number_{1};

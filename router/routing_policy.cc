@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kvcache/kv_budget.h"
+
 namespace kvserve {
 
 std::string_view RouteVerdictName(RouteVerdict verdict) {
@@ -21,7 +23,9 @@ std::string_view RouteVerdictName(RouteVerdict verdict) {
 namespace {
 
 int64_t NeededBlocks(const RoutingQuery& query) {
-  return (query.prompt_tokens + query.max_tokens + query.block_size - 1) / query.block_size;
+  return KvBudgetFor(query.prompt_tokens, query.max_tokens, query.num_choices, query.context_length,
+                     query.block_size)
+      .blocks;
 }
 
 // True when `a` beats `b` (both fit).
@@ -31,7 +35,10 @@ bool Better(const RoutingQuery& query, const WorkerCost& a, const WorkerLoad& a_
     return a.cached_blocks > b.cached_blocks;
   }
   if (a.cost != b.cost) return a.cost < b.cost;
-  return a_load.outstanding_requests < b_load.outstanding_requests;
+  if (a_load.outstanding_requests != b_load.outstanding_requests) {
+    return a_load.outstanding_requests < b_load.outstanding_requests;
+  }
+  return a_load.last_chosen < b_load.last_chosen;
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 //
 // A pure function over plain values, so that it can be tested and reasoned about without books,
 // threads or a stream. For every candidate worker (healthy, capacity known) it computes:
-//   needed   = ceil((prompt_tokens + max_tokens) / block_size)   blocks the request may hold
+//   needed   = blocks the request may hold at its end, by the one KV-fit rule of
+//              kvcache/kv_budget.h (for one choice: ceil((prompt_tokens + max_tokens) /
+//              block_size), max_tokens capped at context_length - prompt_tokens)
 //   cached   = min(matched prefix blocks, (prompt_tokens - 1) / block_size)
 //              (the worker always computes the last prompt token, see kv_cache_manager.h)
 //   charged  = needed - cached + min(cached, evictable)
@@ -17,8 +19,9 @@
 //            + waiting_request_cost * (waiting + outstanding)
 //            + running_request_cost * running
 // and picks the fitting worker with the lowest cost (ties: fewer outstanding requests, then the
-// earlier candidate). For a migration (`prefer_longest_prefix`) the fitting worker with the most
-// cached blocks wins, cost breaking ties. docs/routing.md has a worked example.
+// least recently chosen worker, so equal workers share an idle cluster evenly). For a migration
+// (`prefer_longest_prefix`) the fitting worker with the most cached blocks wins, cost breaking
+// ties. docs/routing.md has a worked example.
 //
 // Verdicts: kRouted; kNeverFits when `needed` exceeds the largest pool of any known worker (the
 // request can never run: refuse it at once); kNoWorker when no candidate is routable; kNoFitNow
@@ -42,8 +45,10 @@ std::string_view RouteVerdictName(RouteVerdict verdict);
 
 // What the policy needs to know about the request.
 struct RoutingQuery {
-  int64_t prompt_tokens = 0;  // the full context to prefill (prompt + generated on a migration)
-  int64_t max_tokens = 0;     // tokens still to generate
+  int64_t prompt_tokens = 0;   // the full context to prefill (prompt + generated on a migration)
+  int64_t max_tokens = 0;      // tokens still to generate, per choice
+  int32_t num_choices = 1;     // choices still to run
+  int64_t context_length = 0;  // cap on one choice's prompt + output (0: none)
   int block_size = 16;
   // The largest total_blocks of any worker the router knows, routable or not.
   int64_t largest_pool_blocks = 0;
@@ -60,6 +65,8 @@ struct WorkerLoad {
   int32_t waiting_requests = 0;
   int32_t outstanding_requests = 0;  // routed by this router, not yet covered by a report
   int64_t matched_blocks = 0;        // leading prompt blocks in the worker's prefix cache
+  // When the router last chose this worker (a decision counter; 0: never). Breaks exact ties.
+  uint64_t last_chosen = 0;
 };
 
 // The policy's view of one worker for one request.

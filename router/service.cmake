@@ -15,12 +15,12 @@ add_library(kvserve_router STATIC
 )
 target_include_directories(kvserve_router PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(kvserve_router
-  PUBLIC kvserve_router_core kvserve_proto kvserve_tokenizer gRPC::grpc++
+  PUBLIC kvserve_api kvserve_router_core kvserve_proto kvserve_tokenizer gRPC::grpc++
          gRPC::grpc++_reflection prometheus-cpp::core prometheus-cpp::pull
          absl::flat_hash_map absl::flat_hash_set absl::random_random absl::status
          absl::statusor absl::strings absl::synchronization absl::time
   PRIVATE kvserve_warnings)
 
 add_executable(kvserve-router ${CMAKE_CURRENT_LIST_DIR}/main.cc)
-target_link_libraries(kvserve-router PRIVATE kvserve_router absl::flags absl::flags_parse
+target_link_libraries(kvserve-router PRIVATE kvserve_router absl::flags absl::flags_config absl::flags_parse
                                              absl::flags_usage kvserve_warnings)

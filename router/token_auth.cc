@@ -9,6 +9,20 @@
 #include "absl/strings/str_split.h"
 
 namespace kvserve {
+namespace {
+
+bool IsB64Token(absl::string_view token) {
+  size_t i = 0;
+  while (i < token.size() && (absl::ascii_isalnum(static_cast<unsigned char>(token[i])) ||
+                              absl::StrContains("-._~+/", token[i]))) {
+    ++i;
+  }
+  if (i == 0) return false;
+  while (i < token.size() && token[i] == '=') ++i;
+  return i == token.size();
+}
+
+}  // namespace
 
 absl::StatusOr<TokenAuth> TokenAuth::Parse(absl::string_view contents) {
   TokenAuth auth;
@@ -40,12 +54,21 @@ absl::StatusOr<std::string> TokenAuth::Authenticate(bool present,
                                                     absl::string_view authorization) const {
   if (!enabled_) return std::string();
   if (!present) return absl::UnauthenticatedError("missing 'authorization: Bearer <token>'");
-  constexpr absl::string_view kScheme = "bearer ";
+  // RFC 6750 section 2.1: credentials = "Bearer" 1*SP b64token, where
+  // b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=". The scheme is
+  // case-insensitive (RFC 7235 section 2.1). No other whitespace, before or after, is allowed.
+  constexpr absl::string_view kScheme = "bearer";
   if (authorization.size() <= kScheme.size() ||
-      !absl::EqualsIgnoreCase(authorization.substr(0, kScheme.size()), kScheme)) {
+      !absl::EqualsIgnoreCase(authorization.substr(0, kScheme.size()), kScheme) ||
+      authorization[kScheme.size()] != ' ') {
     return absl::UnauthenticatedError("authorization: expected 'Bearer <token>'");
   }
-  const absl::string_view token = absl::StripAsciiWhitespace(authorization.substr(kScheme.size()));
+  absl::string_view token = authorization.substr(kScheme.size());
+  while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
+  if (!IsB64Token(token)) {
+    return absl::UnauthenticatedError(
+        "authorization: the token must be an RFC 6750 b64token (no spaces or other characters)");
+  }
   auto it = tenant_of_token_.find(token);
   if (it == tenant_of_token_.end()) return absl::UnauthenticatedError("unknown bearer token");
   return it->second;

@@ -33,9 +33,11 @@ class TokenAuth {
 
   bool enabled() const { return enabled_; }
 
-  // The tenant of an "authorization" metadata value ("Bearer <token>"; the scheme is
-  // case-insensitive). `present` false: the metadata was not sent. UNAUTHENTICATED when auth is
-  // on and the header is missing, malformed or names no known token.
+  // The tenant of an "authorization" metadata value, exactly as RFC 6750 section 2.1 writes it:
+  // "Bearer" 1*SP b64token, the scheme case-insensitive (RFC 7235 section 2.1), no other
+  // whitespace (a token with a trailing space is refused). `present` false: the metadata was not
+  // sent. UNAUTHENTICATED when auth is on and the header is missing, malformed or names no known
+  // token.
   absl::StatusOr<std::string> Authenticate(bool present, absl::string_view authorization) const;
 
   // The prefix-cache salt of a tenant: empty for the anonymous tenant, otherwise a value that no

@@ -30,6 +30,8 @@ std::string_view WorkerHealthName(WorkerHealth health) {
       return "healthy";
     case WorkerHealth::kDraining:
       return "draining";
+    case WorkerHealth::kFailed:
+      return "failed";
     case WorkerHealth::kUnreachable:
       return "unreachable";
   }
@@ -74,7 +76,9 @@ absl::StatusOr<ApplyResult> WorkerBooks::Apply(const v1::WorkerStatus& status) {
     }
   }
 
-  const WorkerHealth health = status.draining() ? WorkerHealth::kDraining : WorkerHealth::kHealthy;
+  const WorkerHealth health = status.failed()     ? WorkerHealth::kFailed
+                              : status.draining() ? WorkerHealth::kDraining
+                                                  : WorkerHealth::kHealthy;
   if (health != health_) result.capacity_changed = true;
   health_ = health;
   if (status.has_capacity()) {

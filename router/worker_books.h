@@ -35,7 +35,8 @@
 
 namespace kvserve {
 
-enum class WorkerHealth { kHealthy, kDraining, kUnreachable };
+// kFailed: the worker's StreamStatus says its engine failed (worker.proto WorkerStatus.failed).
+enum class WorkerHealth { kHealthy, kDraining, kFailed, kUnreachable };
 std::string_view WorkerHealthName(WorkerHealth health);
 
 enum class KvSyncState {

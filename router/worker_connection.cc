@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 namespace kvserve {
 
@@ -21,6 +22,14 @@ WorkerConnection::WorkerConnection(std::string address,
               static_cast<int>(absl::ToInt64Milliseconds(options_.initial_backoff)));
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
               static_cast<int>(absl::ToInt64Milliseconds(options_.initial_backoff)));
+  // Keepalive: a frozen worker (its kernel still ACKs TCP, the process answers nothing) closes
+  // the transport within keepalive_time + keepalive_timeout, failing every call on it.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(options_.keepalive_time)));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(options_.keepalive_timeout)));
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   channel_ = grpc::CreateCustomChannel(address_, credentials, args);
   stub_ = kvserve::v1::Worker::NewStub(channel_);
 }
@@ -29,6 +38,7 @@ WorkerConnection::~WorkerConnection() { Stop(); }
 
 void WorkerConnection::Start() {
   thread_ = std::thread([this] { Run(); });
+  watchdog_ = std::thread([this] { Watch(); });
 }
 
 void WorkerConnection::Stop() {
@@ -38,6 +48,62 @@ void WorkerConnection::Stop() {
     if (active_ != nullptr) active_->TryCancel();
   }
   if (thread_.joinable()) thread_.join();
+  if (watchdog_.joinable()) watchdog_.join();
+}
+
+uint64_t WorkerConnection::RegisterCall(grpc::ClientContext* context) {
+  absl::MutexLock lock(&mu_);
+  const uint64_t id = next_call_++;
+  calls_.emplace(id, TrackedCall{.context = context, .last_progress = absl::Now()});
+  return id;
+}
+
+void WorkerConnection::NoteProgress(uint64_t call) {
+  absl::MutexLock lock(&mu_);
+  auto it = calls_.find(call);
+  if (it != calls_.end()) it->second.last_progress = absl::Now();
+}
+
+bool WorkerConnection::UnregisterCall(uint64_t call) {
+  absl::MutexLock lock(&mu_);
+  auto it = calls_.find(call);
+  if (it == calls_.end()) return false;
+  const bool lost = it->second.cancelled_as_lost;
+  calls_.erase(it);
+  return lost;
+}
+
+void WorkerConnection::CancelCallsLocked() {
+  for (auto& entry : calls_) {
+    TrackedCall& call = entry.second;
+    if (call.cancelled_as_lost) continue;
+    call.cancelled_as_lost = true;
+    call.context->TryCancel();
+  }
+}
+
+void WorkerConnection::Watch() {
+  const absl::Duration tick = absl::Milliseconds(100);
+  absl::MutexLock lock(&mu_);
+  while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), tick)) {
+    const absl::Time now = absl::Now();
+    if (status_stream_open_ && !liveness_expired_ &&
+        now - last_status_ > options_.liveness_timeout && active_ != nullptr) {
+      std::cerr << "kvserve-router: worker " << address_ << ": no status for "
+                << absl::FormatDuration(now - last_status_) << ", marking it unreachable"
+                << std::endl;
+      liveness_expired_ = true;
+      active_->TryCancel();
+      CancelCallsLocked();
+    }
+    for (auto& entry : calls_) {
+      TrackedCall& call = entry.second;
+      if (!call.cancelled_as_lost && now - call.last_progress > options_.stream_progress_timeout) {
+        call.cancelled_as_lost = true;
+        call.context->TryCancel();
+      }
+    }
+  }
 }
 
 std::optional<kvserve::v1::ModelInfo> WorkerConnection::model_info() const {
@@ -82,6 +148,12 @@ bool WorkerConnection::StreamOnce() {
     if (stopping_) return false;
     active_ = &context;
   }
+  {
+    absl::MutexLock lock(&mu_);
+    status_stream_open_ = true;
+    liveness_expired_ = false;
+    last_status_ = absl::Now();
+  }
   kvserve::v1::StatusRequest request;
   request.set_router_id(options_.router_id);
   request.set_min_interval_ms(options_.status_interval_ms);
@@ -91,6 +163,10 @@ bool WorkerConnection::StreamOnce() {
   bool resync = false;
   bool cancelled = false;
   while (reader->Read(&status)) {
+    {
+      absl::MutexLock lock(&mu_);
+      last_status_ = absl::Now();
+    }
     if (cancelled) continue;  // drain what is in flight
     absl::StatusOr<ApplyResult> applied = books_->ApplyStatus(address_, status);
     if (!applied.ok()) {
@@ -108,7 +184,8 @@ bool WorkerConnection::StreamOnce() {
   reader->Finish();
   absl::MutexLock lock(&mu_);
   active_ = nullptr;
-  return resync;
+  status_stream_open_ = false;
+  return resync && !liveness_expired_;
 }
 
 void WorkerConnection::Run() {
@@ -125,6 +202,13 @@ void WorkerConnection::Run() {
       if (stopping_) return;
     }
     (void)books_->MarkUnreachable(address_);
+    {
+      // Requests still streaming from a worker whose status stream ended: if the worker is
+      // gone their own streams break (keepalive); if it is frozen behind a live transport the
+      // liveness deadline already cancelled them. Nothing to do here otherwise.
+      absl::MutexLock lock(&mu_);
+      if (liveness_expired_) CancelCallsLocked();
+    }
     Changed();
     if (resync) continue;
     // A stream that lived a while was healthy: start the backoff over.

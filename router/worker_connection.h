@@ -9,6 +9,20 @@
 // routable, its hashes dropped) and the thread reconnects with exponential backoff. Requests
 // running on the worker notice the break on their own streams and migrate (generate_proxy.h).
 //
+// A worker that stops answering without closing its connections is detected three ways:
+//   - HTTP/2 keepalive on the channel: a ping every `keepalive_time`, the transport closed when
+//     no answer comes within `keepalive_timeout`; every call on it then fails with UNAVAILABLE
+//     and the worker is marked unreachable. A frozen process (SIGSTOP, a hung host) is caught
+//     this way within about keepalive_time + keepalive_timeout (2 s; bound 5 s). The worker's
+//     server permits pings this often (worker/worker_server.cc);
+//   - a liveness deadline on the status stream: the worker publishes its status between engine
+//     steps and at least every 500 ms when idle, so a stream silent for `liveness_timeout`
+//     (default 10 s, longer than any step) means a hung engine behind a live transport: it is
+//     cancelled and the worker marked unreachable;
+//   - request streams registered with RegisterCall: when the worker is declared lost they are
+//     cancelled (UnregisterCall then says so, and the proxy migrates them), and each one that
+//     makes no progress for `stream_progress_timeout` is cancelled the same way.
+//
 // Thread-safety: thread-safe. Stop() (or the destructor) cancels the stream and joins the
 // thread; the books must outlive the connection.
 #ifndef KVSERVE_ROUTER_WORKER_CONNECTION_H_
@@ -23,6 +37,7 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "kvserve/v1/worker.grpc.pb.h"
@@ -35,6 +50,11 @@ struct WorkerConnectionOptions {
   int32_t status_interval_ms = 0;  // StatusRequest.min_interval_ms (0: the worker's default)
   absl::Duration initial_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(2);
+  // Frozen-worker detection (see above).
+  absl::Duration keepalive_time = absl::Seconds(1);
+  absl::Duration keepalive_timeout = absl::Seconds(1);
+  absl::Duration liveness_timeout = absl::Seconds(10);
+  absl::Duration stream_progress_timeout = absl::Seconds(30);
   // Called after every change applied to the books (metrics refresh); may be empty.
   std::function<void()> on_books_changed;
 };
@@ -58,7 +78,25 @@ class WorkerConnection {
   // The worker's last ModelInfo; nullopt until GetModelInfo first succeeded.
   std::optional<kvserve::v1::ModelInfo> model_info() const;
 
+  // A request stream on this worker (see above). `context` must stay valid until UnregisterCall.
+  uint64_t RegisterCall(grpc::ClientContext* context);
+  // The stream received a message: it made progress.
+  void NoteProgress(uint64_t call);
+  // True when the connection cancelled the call because the worker stopped answering or the
+  // stream made no progress: a worker failure, not the client's cancel.
+  bool UnregisterCall(uint64_t call);
+
  private:
+  struct TrackedCall {
+    grpc::ClientContext* context = nullptr;
+    absl::Time last_progress;
+    bool cancelled_as_lost = false;
+  };
+
+  // The watchdog thread: the liveness deadline and the per-stream progress deadline.
+  void Watch();
+  // Cancels every tracked call (the worker is lost). REQUIRES: mu_ held.
+  void CancelCallsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Run();
   // One stream, to its end. Returns true when it ended because the books asked for a resync.
   bool StreamOnce();
@@ -73,8 +111,15 @@ class WorkerConnection {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<kvserve::v1::Worker::Stub> stub_;
   std::thread thread_;
+  std::thread watchdog_;
 
   mutable absl::Mutex mu_;
+  // When the status stream in flight last delivered a message (or opened).
+  absl::Time last_status_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  bool status_stream_open_ ABSL_GUARDED_BY(mu_) = false;
+  bool liveness_expired_ ABSL_GUARDED_BY(mu_) = false;  // the watchdog cancelled the stream
+  uint64_t next_call_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<uint64_t, TrackedCall> calls_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   grpc::ClientContext* active_ ABSL_GUARDED_BY(mu_) = nullptr;  // the call in flight, if any
   std::optional<kvserve::v1::ModelInfo> model_info_ ABSL_GUARDED_BY(mu_);

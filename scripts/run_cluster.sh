@@ -21,7 +21,7 @@ LOG_DIR=${LOG_DIR:-$(mktemp -d -t kvserve-cluster-XXXXXX)}
 if [ -z "${SKIP_SETUP:-}" ]; then
   scripts/setup.sh
 fi
-for binary in worker/kvserve-worker router/kvserve-router; do
+for binary in worker/kvserve-worker router/kvserve-router tools/kvserve-cli; do
   [ -x "$BUILD_DIR/$binary" ] || { echo "run_cluster: $BUILD_DIR/$binary is missing" >&2; exit 1; }
 done
 
@@ -74,20 +74,9 @@ router_pid=$!
 # The router's pid goes first in pids so that stop() drains it before the workers.
 pids=("$router_pid" "${pids[@]}")
 wait_ready kvserve-router "$router_pid" "$LOG_DIR/router.log"
-# Ready to serve once the router holds a status report from every worker.
-python3 - "$ROUTER_METRICS_PORT" "${#WORKER_PORTS[@]}" <<'PY' ||
-  echo "run_cluster: the router does not see every worker yet" >&2
-import sys, time, urllib.request
-url, want = f"http://127.0.0.1:{sys.argv[1]}/metrics", int(sys.argv[2])
-for _ in range(300):
-    text = urllib.request.urlopen(url, timeout=5).read().decode()
-    healthy = sum(1 for line in text.splitlines()
-                  if line.startswith("kvserve_router_worker_healthy{") and line.endswith(" 1"))
-    if healthy == want:
-        sys.exit(0)
-    time.sleep(0.1)
-sys.exit(1)
-PY
+# Ready to serve once the router answers GetModelInfo (a worker has reported to it).
+"$BUILD_DIR/tools/kvserve-cli" --target="127.0.0.1:$ROUTER_PORT" --timeout_s=60 wait ||
+  echo "run_cluster: the router does not serve yet" >&2
 
 cat <<EOM
 

@@ -21,15 +21,18 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "api/program_usage.h"
 #include "kvserve/v1/generation.grpc.pb.h"
 #include "kvserve/v1/worker.grpc.pb.h"
 
@@ -86,7 +89,9 @@ void Prepare(grpc::ClientContext* context) {
 
 int Report(const grpc::Status& status) {
   if (status.ok()) return 0;
-  std::cerr << "kvserve-cli: " << status.error_code() << " " << status.error_message() << std::endl;
+  std::cerr << "kvserve-cli: "
+            << absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code())) << ": "
+            << status.error_message() << std::endl;
   return 1;
 }
 
@@ -180,9 +185,34 @@ int Workers() {
   return failures == 0 ? 0 : 1;
 }
 
+// Waits until the target serves: GetModelInfo succeeds (a router answers it once a worker has
+// reported its model), retrying until --timeout_s passes. For scripts (scripts/run_cluster.sh).
+int Wait() {
+  auto stub = v1::Generation::NewStub(Connect(absl::GetFlag(FLAGS_target)));
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(absl::GetFlag(FLAGS_timeout_s) * 1000));
+  grpc::Status status;
+  while (std::chrono::steady_clock::now() < deadline) {
+    grpc::ClientContext context;
+    Prepare(&context);
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    v1::ModelInfo info;
+    status = stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info);
+    if (status.ok()) {
+      std::cout << absl::GetFlag(FLAGS_target) << " serves " << info.name() << std::endl;
+      return 0;
+    }
+    if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return Report(status.ok() ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "not ready")
+                            : status);
+}
+
 int Usage() {
   std::cerr << "usage: kvserve-cli generate|chat|tokenize TEXT | kvserve-cli workers "
-               "--workers=host:port,...  (--help for flags)"
+               "--workers=host:port,... | kvserve-cli wait  (--help for flags)"
             << std::endl;
   return 2;
 }
@@ -193,6 +223,7 @@ int Main(const std::vector<char*>& args) {
   const std::string text =
       args.size() > 2 ? absl::StrJoin(args.begin() + 2, args.end(), " ") : std::string();
   if (command == "workers") return Workers();
+  if (command == "wait") return Wait();
   if (args.size() < 3) return Usage();
   if (command == "generate") {
     v1::GenerateRequest request;
@@ -219,7 +250,7 @@ int Main(const std::vector<char*>& args) {
 }  // namespace kvserve
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("kvserve-cli generate|chat|tokenize TEXT, or workers");
+  kvserve::SetProgramUsage("kvserve-cli generate|chat|tokenize TEXT, workers, or wait");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   return kvserve::Main(args);
 }

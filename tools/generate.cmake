@@ -1,7 +1,7 @@
 # kvserve-generate: the command-line generator over the paged-KV-cache forward pass.
 add_executable(kvserve-generate ${CMAKE_CURRENT_LIST_DIR}/generate_main.cc)
 target_link_libraries(kvserve-generate PRIVATE kvserve_engine kvserve_model kvserve_tokenizer
-                      absl::flags absl::flags_parse absl::flags_usage absl::strings
+                      absl::flags absl::flags_parse absl::flags_usage absl::flags_config absl::strings
                       kvserve_warnings)
 
 # Smoke test: the binary on the default model, greedy, a short prompt. Passes when it exits 0

@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "api/program_usage.h"
 #include "model/chat_template.h"
 #include "model/default_model.h"
 #include "model/tokenizer.h"
@@ -180,7 +181,7 @@ absl::Status Run() {
 }  // namespace kvserve
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  kvserve::SetProgramUsage(
       "Generate text through kvserve's serving engine on the CPU or a GPU, without a server.\n"
       "  kvserve-generate --prompt \"The capital of France is\" --max_tokens 32");
   absl::ParseCommandLine(argc, argv);

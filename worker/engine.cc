@@ -1,11 +1,18 @@
 #include "worker/engine.h"
 
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "worker/condition_wait.h"
 
 namespace kvserve {
+namespace {
+
+// How often an idle engine publishes its status anyway (worker.proto StreamStatus).
+constexpr std::chrono::milliseconds kStatusHeartbeat(500);
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options,
                                                        std::unique_ptr<ModelRunner> runner,
@@ -42,7 +49,11 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(EngineRequest requ
   std::unique_ptr<RequestState> state = core_->MakeRequest(std::move(request), stream, absl::Now());
   std::unique_lock<std::mutex> lock(mu_);
   if (!started_) return absl::UnavailableError("engine not started");
-  if (stopping_ || failed_) return absl::UnavailableError("engine is shut down");
+  if (failed_) {
+    return absl::UnavailableError(
+        absl::StrCat("this worker's engine failed (", failure_.message(), "); retry elsewhere"));
+  }
+  if (stopping_) return absl::UnavailableError("engine is shut down");
   if (!accepting_) return absl::UnavailableError("engine is draining");
   if (auto it = live_.find(request_id); it != live_.end()) {
     // A closed stream's request is over; the engine thread forgets it after its step.
@@ -133,6 +144,16 @@ void Engine::Shutdown() {
   stats_.draining = true;
 }
 
+void Engine::SetFailureListener(std::function<void(const absl::Status&)> listener) {
+  std::lock_guard<std::mutex> lock(mu_);
+  failure_listener_ = std::move(listener);
+}
+
+absl::Status Engine::failure() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_;
+}
+
 int32_t Engine::num_kv_blocks() const { return core_->num_kv_blocks(); }
 int32_t Engine::max_context_len() const { return core_->max_context_len(); }
 int32_t Engine::vocab_size() const { return core_->vocab_size(); }
@@ -146,7 +167,9 @@ void Engine::Loop() {
     const bool busy = core_->has_work();
     {
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [this, busy] {
+      // An idle engine still wakes every kStatusHeartbeat and publishes its status, so a
+      // router can tell a live idle worker from a frozen one (router/worker_connection.h).
+      work_cv_.wait_for(lock, kStatusHeartbeat, [this, busy] {
         return busy || stopping_ || wake_ || !inbox_.requests.empty() || !inbox_.aborts.empty() ||
                !inbox_.subscriptions.empty();
       });
@@ -172,12 +195,28 @@ void Engine::Loop() {
     if (!failed_engine_) {
       if (absl::Status status = core_->Step(); !status.ok()) {
         failed_engine_ = true;
-        core_->AbortAll(absl::UnavailableError(absl::StrCat("engine failed: ", status.message())));
+        // A runner failure is the worker's, not the request's: INTERNAL, or RESOURCE_EXHAUSTED
+        // when the device ran out of memory (the router migrates both).
+        const absl::StatusCode code = status.code() == absl::StatusCode::kResourceExhausted
+                                          ? absl::StatusCode::kResourceExhausted
+                                          : absl::StatusCode::kInternal;
+        // Say so first (Submit refuses, health turns NOT_SERVING), then end the requests: a
+        // router that retries one elsewhere must not pick this worker again.
+        std::function<void(const absl::Status&)> listener;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          failure_ = status;
+          failed_ = true;
+          listener = failure_listener_;
+        }
+        if (listener) listener(status);
+        core_->AbortAll(absl::Status(code, absl::StrCat("engine failed: ", status.message())));
       }
     }
     const EngineStats stats = [&] {
       EngineStats s = core_->Stats();
       s.draining = draining;
+      s.failed = failed_engine_;
       return s;
     }();
     {

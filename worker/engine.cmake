@@ -7,6 +7,7 @@ add_library(kvserve_engine STATIC
   ${CMAKE_CURRENT_LIST_DIR}/engine_options.cc
   ${CMAKE_CURRENT_LIST_DIR}/engine_output.cc
   ${CMAKE_CURRENT_LIST_DIR}/fake_model_runner.cc
+  ${CMAKE_CURRENT_LIST_DIR}/fault_injecting_runner.cc
   ${CMAKE_CURRENT_LIST_DIR}/kv_sizing.cc
   ${CMAKE_CURRENT_LIST_DIR}/offline_generate.cc
   ${CMAKE_CURRENT_LIST_DIR}/runner_factory.cc

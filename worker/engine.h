@@ -27,6 +27,7 @@
 #define KVSERVE_WORKER_ENGINE_H_
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -92,6 +93,13 @@ class Engine {
   // migrates it) and its blocks are freed; subscriptions close. Idempotent.
   void Shutdown();
 
+  // Called once, on the engine thread, when the runner fails in a step (then every live request
+  // has ended with INTERNAL or RESOURCE_EXHAUSTED, and Submit answers UNAVAILABLE). Set it
+  // before Start.
+  void SetFailureListener(std::function<void(const absl::Status&)> listener);
+  // The runner's error once the engine failed; OK before.
+  absl::Status failure() const;
+
   const EngineOptions& options() const { return options_; }
   int32_t num_kv_blocks() const;  // usable blocks of the pool
   int32_t max_context_len() const;
@@ -123,7 +131,9 @@ class Engine {
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool failed_ ABSL_GUARDED_BY(mu_) = false;  // the runner failed: no new requests
-  bool wake_ ABSL_GUARDED_BY(mu_) = false;    // the loop should publish status once more
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  std::function<void(const absl::Status&)> failure_listener_ ABSL_GUARDED_BY(mu_);
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;  // the loop should publish status once more
   // Ids of live requests (submitted, not yet finished), so that Abort and duplicate checks work
   // without the engine thread.
   absl::flat_hash_map<std::string, std::shared_ptr<RequestStream>> live_ ABSL_GUARDED_BY(mu_);

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "kvcache/kv_budget.h"
 
 namespace kvserve {
 
@@ -129,12 +130,17 @@ absl::Status EngineCore::ValidateRequest(const EngineRequest& request) const {
         "prompt_token_ids: ", longest, " tokens leave no room in the context window of ",
         max_context_len_, " tokens"));
   }
-  // One choice alone must fit, with room for one more token.
-  const int64_t blocks = (longest + 1 + options_.block_size - 1) / options_.block_size;
-  if (blocks > num_kv_blocks_) {
-    return absl::ResourceExhaustedError(absl::StrCat("prompt_token_ids: ", longest, " tokens need ",
-                                                     blocks, " KV blocks, the pool has ",
-                                                     num_kv_blocks_));
+  // The one KV-fit rule (kvcache/kv_budget.h), as the service layer's ValidateKvFit applies it:
+  // every choice run to its end, capped at the context the pool can hold.
+  const int64_t pool_context = std::min<int64_t>(
+      max_context_len_, static_cast<int64_t>(num_kv_blocks_) * options_.block_size);
+  const KvBudget budget =
+      KvBudgetFor(prompt_len, s.max_tokens, request.n, pool_context, options_.block_size);
+  if (budget.blocks > num_kv_blocks_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "sampling.max_tokens: the request needs ", budget.blocks, " KV blocks (", prompt_len,
+        " prompt tokens, up to ", budget.output_tokens, " output tokens x n = ",
+        std::max(request.n, 1), ") but the pool holds ", num_kv_blocks_, " blocks"));
   }
   return absl::OkStatus();
 }

@@ -25,6 +25,7 @@ struct EngineStats {
   int64_t prefix_hit_tokens = 0;    // since start
   int64_t num_steps = 0;            // since start
   bool draining = false;
+  bool failed = false;  // the runner failed in a step: no request runs any more
 };
 
 }  // namespace kvserve

@@ -2,10 +2,10 @@
 
 #include <utility>
 
+#include "api/raw_message.h"
+#include "api/status_conversion.h"
 #include "kvserve/v1/output.pb.h"
 #include "worker/proto_conversion.h"
-#include "worker/raw_message.h"
-#include "worker/status_conversion.h"
 
 namespace kvserve {
 

@@ -2,9 +2,9 @@
 
 #include <utility>
 
+#include "api/raw_message.h"
+#include "api/unary_call.h"
 #include "worker/generate_reactor.h"
-#include "worker/raw_message.h"
-#include "worker/unary_call.h"
 
 namespace kvserve {
 namespace {
@@ -35,15 +35,23 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
 }
 
 grpc::ServerUnaryReactor* GenerationService::Detokenize(grpc::CallbackServerContext* call,
-                                                        const v1::DetokenizeRequest* request,
-                                                        v1::DetokenizeResponse* response) {
-  return FinishUnary(call, context_->Detokenize(*request), response);
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
+  v1::DetokenizeRequest parsed;
+  if (absl::Status status = ParseRequest(*request, &parsed); !status.ok()) {
+    return FinishUnary<v1::DetokenizeResponse>(call, status, response);
+  }
+  return FinishUnary(call, context_->Detokenize(parsed), response);
 }
 
 grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerContext* call,
-                                                          const v1::GetModelInfoRequest* request,
-                                                          v1::ModelInfo* response) {
-  return FinishUnary(call, context_->GetModelInfo(request->model()), response);
+                                                          const grpc::ByteBuffer* request,
+                                                          grpc::ByteBuffer* response) {
+  v1::GetModelInfoRequest parsed;
+  if (absl::Status status = ParseRequest(*request, &parsed); !status.ok()) {
+    return FinishUnary<v1::ModelInfo>(call, status, response);
+  }
+  return FinishUnary(call, context_->GetModelInfo(parsed.model()), response);
 }
 
 }  // namespace kvserve

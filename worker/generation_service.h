@@ -1,8 +1,9 @@
 // GenerationService: kvserve.v1.Generation served by one worker, so that a single worker is
 // usable without a router (text / token ids / chat input, Tokenize, Detokenize, GetModelInfo).
 // A thin transport: every method hands the request to ServingContext and converts the result;
-// Generate streams through GenerateReactor. Generate and Tokenize take raw bytes so that
-// invalid UTF-8 is refused as INVALID_ARGUMENT naming the field (raw_message.h).
+// Generate streams through GenerateReactor. Every method takes raw bytes so that invalid UTF-8
+// or a malformed message is refused as INVALID_ARGUMENT naming the field (api/raw_message.h),
+// exactly as the router refuses it.
 //
 // Thread-safety: gRPC calls the methods concurrently; ServingContext is thread-safe.
 #ifndef KVSERVE_WORKER_GENERATION_SERVICE_H_
@@ -17,8 +18,8 @@ namespace kvserve {
 
 using GenerationServiceBase = kvserve::v1::Generation::WithRawCallbackMethod_Generate<
     kvserve::v1::Generation::WithRawCallbackMethod_Tokenize<
-        kvserve::v1::Generation::WithCallbackMethod_Detokenize<
-            kvserve::v1::Generation::WithCallbackMethod_GetModelInfo<
+        kvserve::v1::Generation::WithRawCallbackMethod_Detokenize<
+            kvserve::v1::Generation::WithRawCallbackMethod_GetModelInfo<
                 kvserve::v1::Generation::Service>>>>;
 
 class GenerationService final : public GenerationServiceBase {
@@ -31,11 +32,11 @@ class GenerationService final : public GenerationServiceBase {
                                      const grpc::ByteBuffer* request,
                                      grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* call,
-                                       const kvserve::v1::DetokenizeRequest* request,
-                                       kvserve::v1::DetokenizeResponse* response) override;
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* call,
-                                         const kvserve::v1::GetModelInfoRequest* request,
-                                         kvserve::v1::ModelInfo* response) override;
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
 
  private:
   ServingContext* const context_;

@@ -18,9 +18,11 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "api/program_usage.h"
 #include "kernels/backend_factory.h"
 #include "model/default_model.h"
 #include "model/tokenizer.h"
+#include "worker/fault_injecting_runner.h"
 #include "worker/runner_factory.h"
 #include "worker/worker_options.h"
 #include "worker/worker_server.h"
@@ -51,6 +53,9 @@ ABSL_FLAG(std::string, tls_ca, "", "PEM CA: require client certificates signed b
 ABSL_FLAG(double, drain_timeout_s, 30.0, "On SIGTERM, seconds in-flight requests may take");
 ABSL_FLAG(std::string, worker_id, "", "Name in StreamStatus (default: the bound host:port)");
 ABSL_FLAG(int32_t, num_threads, 0, "CPU kernel threads (0: one per core)");
+ABSL_FLAG(int64_t, fault_fail_step, 0,
+          "TESTING AID ONLY, never in production: the model runner fails from engine step N on "
+          "(its in-flight requests end with INTERNAL, health turns NOT_SERVING); 0: off");
 
 namespace kvserve {
 namespace {
@@ -111,9 +116,13 @@ int Run() {
             << " weights=" << kernels::DTypeName(created->weight_dtype) << " ("
             << created->weight_bytes << " bytes) kv_cache=" << KvDtypeName(created->kv_dtype)
             << std::endl;
+  std::unique_ptr<ModelRunner> model_runner = std::move(created->runner);
+  if (const int64_t fail_step = absl::GetFlag(FLAGS_fault_fail_step); fail_step > 0) {
+    model_runner = std::make_unique<FaultInjectingRunner>(std::move(model_runner), fail_step);
+  }
 
   absl::StatusOr<std::unique_ptr<WorkerServer>> server =
-      WorkerServer::Start(options, std::move(created->runner), *std::move(tokenizer),
+      WorkerServer::Start(options, std::move(model_runner), *std::move(tokenizer),
                           created->config);
   if (!server.ok()) return Fail(server.status());
   std::cout << "kvserve-worker grpc_port=" << (*server)->grpc_port() << "\n"
@@ -137,7 +146,7 @@ int Run() {
 }  // namespace kvserve
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("Serves an LLM over gRPC (kvserve.v1) with Prometheus metrics.");
+  kvserve::SetProgramUsage("Serves an LLM over gRPC (kvserve.v1) with Prometheus metrics.");
   absl::ParseCommandLine(argc, argv);
   return kvserve::Run();
 }

@@ -33,7 +33,7 @@ double Seconds(absl::Duration duration) { return absl::ToDoubleSeconds(duration)
 
 WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
   prometheus::Registry& r = *registry_;
-  kv_blocks_total_ = AddGauge(r, "kvserve_kv_blocks_total",
+  kv_blocks_total_ = AddGauge(r, "kvserve_kv_blocks_capacity",
                               "Usable KV cache blocks in the pool (null block excluded).");
   kv_blocks_free_ = AddGauge(r, "kvserve_kv_blocks_free",
                              "KV blocks no running request holds (evictable ones included).");

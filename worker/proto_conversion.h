@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "api/request_validation.h"
 #include "kvcache/kv_events.h"
 #include "kvserve/v1/output.pb.h"
 #include "kvserve/v1/sampling.pb.h"
@@ -21,7 +22,6 @@
 #include "worker/engine_output.h"
 #include "worker/engine_stats.h"
 #include "worker/request.h"
-#include "worker/request_validation.h"
 #include "worker/status_subscription.h"
 
 namespace kvserve {

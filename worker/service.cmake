@@ -1,5 +1,5 @@
 # kvserve_worker: the worker's gRPC transport (Generation and Worker services, health,
-# reflection), request validation, proto <-> engine conversion, Prometheus metrics, and the
+# reflection), request handling on top of kvserve_api (validation), proto <-> engine conversion, Prometheus metrics, and the
 # kvserve-worker binary. The engine (kvserve_engine, engine.cmake) does the work; this layer
 # stays thin.
 add_library(kvserve_worker STATIC
@@ -7,10 +7,7 @@ add_library(kvserve_worker STATIC
   ${CMAKE_CURRENT_LIST_DIR}/generation_service.cc
   ${CMAKE_CURRENT_LIST_DIR}/metrics.cc
   ${CMAKE_CURRENT_LIST_DIR}/proto_conversion.cc
-  ${CMAKE_CURRENT_LIST_DIR}/raw_message.cc
-  ${CMAKE_CURRENT_LIST_DIR}/request_validation.cc
   ${CMAKE_CURRENT_LIST_DIR}/serving_context.cc
-  ${CMAKE_CURRENT_LIST_DIR}/status_conversion.cc
   ${CMAKE_CURRENT_LIST_DIR}/status_reactor.cc
   ${CMAKE_CURRENT_LIST_DIR}/worker_options.cc
   ${CMAKE_CURRENT_LIST_DIR}/worker_server.cc
@@ -18,7 +15,7 @@ add_library(kvserve_worker STATIC
 )
 target_include_directories(kvserve_worker PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(kvserve_worker
-  PUBLIC kvserve_engine kvserve_proto kvserve_kv_events_proto kvserve_tokenizer kvserve_model
+  PUBLIC kvserve_api kvserve_engine kvserve_proto kvserve_kv_events_proto kvserve_tokenizer kvserve_model
          gRPC::grpc++
          gRPC::grpc++_reflection
          prometheus-cpp::core prometheus-cpp::pull
@@ -27,5 +24,5 @@ target_link_libraries(kvserve_worker
   PRIVATE kvserve_warnings)
 
 add_executable(kvserve-worker ${CMAKE_CURRENT_LIST_DIR}/main.cc)
-target_link_libraries(kvserve-worker PRIVATE kvserve_worker absl::flags absl::flags_parse
+target_link_libraries(kvserve-worker PRIVATE kvserve_worker absl::flags absl::flags_config absl::flags_parse
                                              absl::flags_usage kvserve_warnings)

@@ -29,6 +29,7 @@ ServingContext::ServingContext(Engine* engine, const Tokenizer* tokenizer,
   const int64_t pool_tokens = static_cast<int64_t>(engine_->num_kv_blocks()) * options.block_size;
   limits_.model_name = config.name;
   limits_.vocab_size = engine_->vocab_size();
+  limits_.model_context_length = engine_->max_context_len();
   limits_.context_length =
       static_cast<int32_t>(std::min<int64_t>(engine_->max_context_len(), pool_tokens));
   limits_.max_prompt_tokens = limits_.context_length - 1;
@@ -44,7 +45,8 @@ ServingContext::ServingContext(Engine* engine, const Tokenizer* tokenizer,
   model_info_.set_name(config.name);
   model_info_.set_architecture(config.architecture);
   model_info_.set_vocab_size(limits_.vocab_size);
-  model_info_.set_context_length(limits_.context_length);
+  model_info_.set_context_length(limits_.model_context_length);
+  model_info_.set_pool_limited_context_length(limits_.context_length);
   model_info_.set_kv_block_size(options.block_size);
   for (int32_t eos : engine_->eos_token_ids()) model_info_.add_eos_token_ids(eos);
   if (tokenizer_ != nullptr && tokenizer_->bos_id() >= 0) {
@@ -206,18 +208,9 @@ absl::StatusOr<v1::TokenizeResponse> ServingContext::Tokenize(
 
 absl::StatusOr<v1::DetokenizeResponse> ServingContext::Detokenize(
     const v1::DetokenizeRequest& request) const {
-  if (!request.model().empty() && request.model() != limits_.model_name) {
-    return absl::NotFoundError(absl::StrCat("model: '", request.model(), "' is not served here"));
-  }
+  if (absl::Status s = ValidateDetokenizeRequest(request, limits_); !s.ok()) return s;
   if (tokenizer_ == nullptr) {
     return absl::FailedPreconditionError("the served model has no tokenizer");
-  }
-  for (int i = 0; i < request.token_ids_size(); ++i) {
-    const int32_t id = request.token_ids(i);
-    if (id < 0 || id >= limits_.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("token_ids[", i, "]: token id ", id,
-                                                     " is outside [0, ", limits_.vocab_size, ")"));
-    }
   }
   v1::DetokenizeResponse response;
   std::vector<int32_t> ids(request.token_ids().begin(), request.token_ids().end());
@@ -226,10 +219,7 @@ absl::StatusOr<v1::DetokenizeResponse> ServingContext::Detokenize(
 }
 
 absl::StatusOr<v1::ModelInfo> ServingContext::GetModelInfo(absl::string_view model) const {
-  if (!model.empty() && model != limits_.model_name) {
-    return absl::NotFoundError(absl::StrCat("model: '", model, "' is not served here (serving '",
-                                            limits_.model_name, "')"));
-  }
+  if (absl::Status s = ValidateModelName(model, limits_); !s.ok()) return s;
   return model_info_;
 }
 

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "api/request_validation.h"
 #include "kvserve/v1/generation.pb.h"
 #include "kvserve/v1/worker.pb.h"
 #include "model/chat_template.h"
@@ -31,7 +32,6 @@
 #include "worker/engine.h"
 #include "worker/metrics.h"
 #include "worker/request_stream.h"
-#include "worker/request_validation.h"
 
 namespace kvserve {
 

@@ -1,5 +1,6 @@
 #include "worker/status_reactor.h"
 
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -36,6 +37,10 @@ void StatusReactor::Enqueue(const StatusUpdate& update) {
   common.set_epoch(update.epoch);
   ToProto(update.stats, common.mutable_capacity());
   common.set_draining(update.draining || context_->draining());
+  if (update.stats.failed) {
+    common.set_failed(true);
+    common.set_failure(std::string(context_->engine().failure().message()));
+  }
   const int32_t block_size = update.stats.block_size;
   if (update.snapshot.has_value()) {
     for (v1::KvSnapshot& part :

@@ -67,6 +67,8 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
                      server->metrics_.get());
   if (!engine.ok()) return NameTheFlag(engine.status());
   server->engine_ = *std::move(engine);
+  server->engine_->SetFailureListener(
+      [raw = server.get()](const absl::Status& /*failure*/) { raw->OnEngineFailed(); });
   if (absl::Status s = server->engine_->Start(); !s.ok()) return s;
   server->metrics_->SetStatsSource([engine = server->engine_.get()] { return engine->Stats(); });
 
@@ -74,6 +76,10 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, *credentials, &server->grpc_port_);
+  // Routers ping every second to detect a frozen worker (router/worker_connection.h); allow it.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 500);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   server->context_ =
       std::make_unique<ServingContext>(server->engine_.get(), server->tokenizer_.get(), config,
                                        options.worker_id, server->metrics_.get());
@@ -84,6 +90,14 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->grpc_port_ == 0) {
     return absl::InvalidArgumentError(absl::StrCat("--listen: cannot listen on ", options.listen));
+  }
+  {
+    absl::MutexLock lock(&server->health_mu_);
+    server->health_ready_ = true;
+    grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
+    for (const char* service : {"", "kvserve.v1.Generation", "kvserve.v1.Worker"}) {
+      health->SetServingStatus(service, !server->engine_failed_);
+    }
   }
   server->worker_id_ =
       options.worker_id.empty() ? WithPort(options.listen, server->grpc_port_) : options.worker_id;
@@ -101,11 +115,20 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   return server;
 }
 
+void WorkerServer::OnEngineFailed() {
+  absl::MutexLock lock(&health_mu_);
+  engine_failed_ = true;
+  if (health_ready_) server_->GetHealthCheckService()->SetServingStatus(false);
+}
+
 bool WorkerServer::Drain(absl::Duration timeout) {
   if (drained_) return true;
   drained_ = true;
   context_->SetDraining();
-  server_->GetHealthCheckService()->SetServingStatus(false);
+  {
+    absl::MutexLock lock(&health_mu_);
+    server_->GetHealthCheckService()->SetServingStatus(false);
+  }
   engine_->StopAccepting();
   const bool idle = engine_->WaitIdle(timeout);
   // Ends what is left with UNAVAILABLE and closes the status streams, so every call finishes.

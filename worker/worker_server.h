@@ -3,6 +3,10 @@
 // and server reflection on the gRPC port, and the Prometheus exposer on the metrics port.
 // main() and the in-process service tests build it the same way; only the ModelRunner differs.
 //
+// Health: "" and the service names kvserve.v1.Generation and kvserve.v1.Worker are SERVING
+// until the worker drains or its engine fails (a runner error: then every in-flight request has
+// ended with INTERNAL, new ones get UNAVAILABLE, and StreamStatus says `failed`).
+//
 // Drain (SIGTERM): health turns NOT_SERVING, new Generate calls get UNAVAILABLE, running and
 // waiting requests continue until they finish or the timeout passes; then the engine shuts down
 // (streams still open end with UNAVAILABLE, so a router migrates them) and the server stops.
@@ -17,6 +21,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "model/model_config.h"
 #include "model/tokenizer.h"
@@ -60,6 +65,8 @@ class WorkerServer {
 
  private:
   WorkerServer() = default;
+  // The engine's failure listener (engine thread): health NOT_SERVING.
+  void OnEngineFailed();
 
   std::unique_ptr<Tokenizer> tokenizer_;
   std::shared_ptr<WorkerMetrics> metrics_;
@@ -73,6 +80,9 @@ class WorkerServer {
   int grpc_port_ = 0;
   int metrics_port_ = 0;
   bool drained_ = false;
+  absl::Mutex health_mu_;
+  bool health_ready_ ABSL_GUARDED_BY(health_mu_) = false;  // server_ built and started
+  bool engine_failed_ ABSL_GUARDED_BY(health_mu_) = false;
 };
 
 // EngineOptions from the worker's flags (block size, KV budget, batch limits).

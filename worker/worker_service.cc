@@ -1,9 +1,9 @@
 #include "worker/worker_service.h"
 
+#include "api/raw_message.h"
+#include "api/unary_call.h"
 #include "worker/generate_reactor.h"
-#include "worker/raw_message.h"
 #include "worker/status_reactor.h"
-#include "worker/unary_call.h"
 
 namespace kvserve {
 

@@ -88,7 +88,7 @@ def build():
     g = Layout()
     g.row("KV cache occupancy")
     g.panel("Cluster KV usage",
-            [(f"sum(kvserve_kv_blocks_used{W}) / sum(kvserve_kv_blocks_total{W})", "used / total")],
+            [(f"sum(kvserve_kv_blocks_used{W}) / sum(kvserve_kv_blocks_capacity{W})", "used / total")],
             unit="percentunit", width=4, kind="gauge", minimum=0, maximum=1,
             description="Blocks held by running requests over all usable blocks, all workers.")
     g.panel("Prefix cache hit rate", [
@@ -110,7 +110,7 @@ def build():
          f"sum by (pod) (rate(kvserve_prefix_cache_queried_tokens_total{W}[{RATE}]))", "{{pod}}")],
             unit="percentunit", width=12, minimum=0, maximum=1)
     g.panel("KV pool, selected workers: total, used, free, evictable", [
-        (f"sum(kvserve_kv_blocks_total{W})", "total"),
+        (f"sum(kvserve_kv_blocks_capacity{W})", "total"),
         (f"sum(kvserve_kv_blocks_used{W})", "used"),
         (f"sum(kvserve_kv_blocks_free{W})", "free"),
         (f"sum(kvserve_kv_blocks_cached_evictable{W})", "evictable"),
@@ -188,14 +188,14 @@ def build():
          "query": "prometheus", "current": {}, "hide": 0},
         {"name": "namespace", "label": "Namespace", "type": "query",
          "datasource": {"type": "prometheus", "uid": "${datasource}"},
-         "query": {"query": "label_values(kvserve_kv_blocks_total, namespace)", "refId": "ns"},
-         "definition": "label_values(kvserve_kv_blocks_total, namespace)",
+         "query": {"query": "label_values(kvserve_kv_blocks_capacity, namespace)", "refId": "ns"},
+         "definition": "label_values(kvserve_kv_blocks_capacity, namespace)",
          "refresh": 2, "includeAll": False, "multi": False, "current": {}, "hide": 0},
         {"name": "pod", "label": "Worker", "type": "query",
          "datasource": {"type": "prometheus", "uid": "${datasource}"},
-         "query": {"query": 'label_values(kvserve_kv_blocks_total{namespace=~"$namespace"}, pod)',
+         "query": {"query": 'label_values(kvserve_kv_blocks_capacity{namespace=~"$namespace"}, pod)',
                    "refId": "pod"},
-         "definition": 'label_values(kvserve_kv_blocks_total{namespace=~"$namespace"}, pod)',
+         "definition": 'label_values(kvserve_kv_blocks_capacity{namespace=~"$namespace"}, pod)',
          "refresh": 2, "includeAll": True, "allValue": ".*", "multi": True, "current": {},
          "hide": 0},
     ]

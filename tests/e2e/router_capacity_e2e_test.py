@@ -139,11 +139,13 @@ class RouterCapacityTest(unittest.TestCase):
             thread.join()
 
     def test_request_larger_than_any_pool_is_refused_at_once(self):
+        # A prompt of total - 2 blocks leaves 2 blocks of context (max_tokens is capped at the
+        # pool-limited context length, kvcache/kv_budget.h); two choices need 2 each: total + 2.
         ids = list(range(100, 100 + 16 * (self.total_blocks - 2)))
         started = time.time()
         with self.assertRaises(grpc.RpcError) as raised:
             lib.collect(self.stub.Generate(
-                lib.request(ids=ids, temperature=0, max_tokens=16 * 4), timeout=60))
+                lib.request(ids=ids, temperature=0, max_tokens=16 * 4, n=2), timeout=60))
         self.assertEqual(raised.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
         self.assertIn("pool", raised.exception.details())
         self.assertLess(time.time() - started, 5)

@@ -3,7 +3,7 @@ worker is killed with SIGKILL while they run. Every stream must complete, and ea
 tokens and text must equal those of an undisturbed run of the same requests: greedy ones, and
 sampled ones with a fixed seed. A request without a seed also completes (the router fixed its
 seed before the first dispatch), and when the last worker dies too, the stream ends with
-FINISH_REASON_ABORT, usage and OK.
+UNAVAILABLE (the tokens already sent stand; never OK with FINISH_REASON_ABORT).
 
   python3 router_fault_e2e_test.py --worker=build/worker/kvserve-worker \
       --router=build/router/kvserve-router --proto-root=proto
@@ -14,6 +14,8 @@ import sys
 import threading
 import time
 import unittest
+
+import grpc
 
 import kvserve_e2e
 import router_e2e_lib as lib
@@ -124,18 +126,24 @@ class RouterFaultTest(unittest.TestCase):
         self.assertEqual(len(tokens), 8)
         self.assertEqual(usage.completion_tokens, 8)
 
-        # Kill the last worker mid-stream: nobody can continue, so the output so far stands and
-        # the choice ends with FINISH_REASON_ABORT, usage and OK.
+        # Kill the last worker mid-stream: nobody can continue, so the request cannot be completed
+        # and ends with UNAVAILABLE; the tokens already sent stand, no choice says ABORT.
         survivor = next(w for w in self.workers if w is not killed[0][0])
         stream = self.stub.Generate(lib.request("A very long tale:", temperature=0,
                                                 max_tokens=400, ignore_eos=True), timeout=300)
         first = next(stream)
         survivor.process.send_signal(signal.SIGKILL)
-        tokens, _, reasons, usage = lib.collect([first, *stream])
-        self.assertEqual(reasons, [lib.PB["output_pb2"].FINISH_REASON_ABORT])
+        responses = [first]
+        with self.assertRaises(grpc.RpcError) as raised:
+            for response in stream:
+                responses.append(response)
+        self.assertEqual(raised.exception.code(), grpc.StatusCode.UNAVAILABLE,
+                         raised.exception.details())
+        tokens, _, reasons, usage = lib.collect(responses)
+        self.assertEqual(reasons, [])
+        self.assertIsNone(usage)
         self.assertGreater(len(tokens), 0)
         self.assertLess(len(tokens), 400)
-        self.assertEqual(usage.completion_tokens, len(tokens))
 
 
 if __name__ == "__main__":

@@ -92,7 +92,8 @@ class WorkerE2eTest(unittest.TestCase):
         self.assertEqual(info.kv_block_size, 16)
         self.assertEqual(info.chat_template_format, "chatml")
         self.assertGreater(info.context_length, 512)
-        self.assertEqual(info.limits.max_prompt_tokens, info.context_length - 1)
+        self.assertEqual(info.limits.max_prompt_tokens, info.pool_limited_context_length - 1)
+        self.assertGreaterEqual(info.context_length, info.pool_limited_context_length)
         self.assertTrue(info.eos_token_ids)
 
     def test_streaming_generation_from_text(self):
@@ -181,7 +182,7 @@ class WorkerE2eTest(unittest.TestCase):
     def test_every_bad_input_gets_its_status_and_field(self):
         gen = PB["generation_pb2"]
         info = generation_stub().GetModelInfo(gen.GetModelInfoRequest(), timeout=10)
-        context = info.context_length
+        context = info.pool_limited_context_length
         chat_user = gen.ChatMessage(role="user", content="hi")
         invalid = grpc.StatusCode.INVALID_ARGUMENT
         exhausted = grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -280,7 +281,7 @@ class WorkerE2eTest(unittest.TestCase):
 
     def test_metrics_endpoint_exports_every_documented_family(self):
         text = WORKER.metrics_text()
-        for name in ["kvserve_kv_blocks_total", "kvserve_kv_blocks_free", "kvserve_kv_blocks_used",
+        for name in ["kvserve_kv_blocks_capacity", "kvserve_kv_blocks_free", "kvserve_kv_blocks_used",
                      "kvserve_kv_blocks_cached_evictable", "kvserve_kv_cache_usage_ratio",
                      "kvserve_prefix_cache_queried_tokens_total",
                      "kvserve_prefix_cache_hit_tokens_total", "kvserve_requests_running",
@@ -290,7 +291,7 @@ class WorkerE2eTest(unittest.TestCase):
                      "kvserve_inter_token_latency_seconds", "kvserve_e2e_request_latency_seconds",
                      "kvserve_step_duration_seconds", "kvserve_step_tokens"]:
             self.assertIn(f"# TYPE {name} ", text)
-        self.assertGreater(WORKER.metric("kvserve_kv_blocks_total"), 0)
+        self.assertGreater(WORKER.metric("kvserve_kv_blocks_capacity"), 0)
 
     def assert_refused(self, call, code, field):
         with self.assertRaises(grpc.RpcError) as raised:

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -132,6 +133,26 @@ TEST(ClusterBooksTest, UnrelatedRequestsAlternateBetweenEqualWorkers) {
     chosen.push_back(decision.worker_id);
   }
   EXPECT_EQ(chosen, (std::vector<std::string>{"a", "b", "a", "b", "a", "b"}));
+}
+
+TEST(ClusterBooksTest, SequentialRequestsSpreadEvenlyOverAnIdleCluster) {
+  // Each request ends (Release) before the next arrives, so every decision sees the same idle
+  // workers at the same cost: the least recently chosen one must win, not always the first.
+  auto books = MakeBooks();
+  const std::vector<std::string> ids = {"a", "b", "c"};
+  for (size_t i = 0; i < ids.size(); ++i) {
+    Connect(*books, ids[i], nullptr, {.total = 1000, .free = 1000}, static_cast<uint64_t>(i + 1));
+  }
+  std::map<std::string, int> count;
+  for (int i = 0; i < 300; ++i) {
+    const std::string request_id = "r" + std::to_string(i);
+    const RoutingDecision decision =
+        books->Route(books->Prepare(Request(request_id, Range(64, 10000 * (i + 1)), 64)));
+    ASSERT_EQ(decision.verdict, RouteVerdict::kRouted);
+    ++count[decision.worker_id];
+    ASSERT_TRUE(books->Release(request_id));
+  }
+  EXPECT_EQ(count, (std::map<std::string, int>{{"a", 100}, {"b", 100}, {"c", 100}}));
 }
 
 TEST(ClusterBooksTest, ReservationsNeverOverbookAndReleaseWakesTheListener) {

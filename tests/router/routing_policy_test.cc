@@ -132,5 +132,21 @@ TEST(RoutingPolicyTest, WeightsValidateNamesTheField) {
   EXPECT_NE(status.message().find("pool_usage_cost"), std::string::npos) << status;
 }
 
+TEST(RoutingPolicyTest, MaxTokensAreCappedAtTheContextLikeTheWorkerDoes) {
+  // 5 prompt tokens + 5823 max_tokens against a 5824-token context and a 364-block pool: the
+  // worker caps the output at the context and accepts; so must the router (kvcache/kv_budget.h).
+  RoutingQuery query{.prompt_tokens = 5,
+                     .max_tokens = 5823,
+                     .context_length = 5824,
+                     .block_size = 16,
+                     .largest_pool_blocks = 364};
+  const std::vector<WorkerLoad> idle = {WorkerLoad{.total_blocks = 364, .free_blocks = 364}};
+  const RoutingChoice choice = ChooseWorker(query, idle, RoutingWeights());
+  EXPECT_EQ(choice.verdict, RouteVerdict::kRouted);
+  EXPECT_EQ(choice.needed_blocks, 364);
+  query.num_choices = 2;  // two choices cannot share more than the prompt's (no) full blocks
+  EXPECT_EQ(ChooseWorker(query, idle, RoutingWeights()).verdict, RouteVerdict::kNeverFits);
+}
+
 }  // namespace
 }  // namespace kvserve

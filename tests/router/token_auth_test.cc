@@ -20,7 +20,10 @@ TEST(TokenAuthTest, KnownBearerTokenNamesItsTenant) {
       TokenAuth::Parse("# comment\n\nalice-secret alice\n  bob-secret\tbob  \n");
   ASSERT_TRUE(auth.ok()) << auth.status();
   EXPECT_EQ(*auth->Authenticate(true, "Bearer alice-secret"), "alice");
+  // The scheme is case-insensitive (RFC 7235 section 2.1; ABNF literals are, RFC 5234).
   EXPECT_EQ(*auth->Authenticate(true, "bearer bob-secret"), "bob");
+  EXPECT_EQ(*auth->Authenticate(true, "BEARER bob-secret"), "bob");
+  EXPECT_EQ(*auth->Authenticate(true, "Bearer   bob-secret"), "bob");  // 1*SP
 }
 
 TEST(TokenAuthTest, MissingMalformedOrUnknownTokenIsUnauthenticated) {
@@ -32,7 +35,15 @@ TEST(TokenAuthTest, MissingMalformedOrUnknownTokenIsUnauthenticated) {
                                 {true, "Basic alice-secret"},
                                 {true, "Bearer "},
                                 {true, "Bearer alice"},
-                                {true, "Bearer alice-secret-not"}}) {
+                                {true, "Bearer alice-secret-not"},
+                                // RFC 6750 section 2.1: "Bearer" 1*SP b64token, nothing else.
+                                {true, "Bearer alice-secret "},
+                                {true, "Bearer alice-secret\t"},
+                                {true, "Bearer\talice-secret"},
+                                {true, " Bearer alice-secret"},
+                                {true, "Bearer alice secret"},
+                                {true, "Bearer alice-secret\r\n"},
+                                {true, "Bearer=alice-secret"}}) {
     absl::StatusOr<std::string> tenant = auth->Authenticate(present, value);
     EXPECT_EQ(tenant.status().code(), absl::StatusCode::kUnauthenticated) << value;
   }

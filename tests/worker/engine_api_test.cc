@@ -11,6 +11,7 @@
 #include "tests/worker/engine_test_util.h"
 #include "worker/engine.h"
 #include "worker/fake_model_runner.h"
+#include "worker/fault_injecting_runner.h"
 
 namespace kvserve {
 namespace {
@@ -192,6 +193,38 @@ TEST(EngineApiTest, ShutdownEndsLiveRequestsWithUnavailable) {
   EXPECT_EQ(result.status.code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(engine->Submit(MakeRequest("b", {1}, 4)).status().code(),
             absl::StatusCode::kUnavailable);
+}
+
+TEST(EngineApiTest, ARunnerFailureEndsLiveRequestsWithInternalAndFailsTheEngine) {
+  FakeModelOptions model;
+  model.step_delay = absl::Milliseconds(2);
+  absl::StatusOr<std::unique_ptr<Engine>> created = Engine::Create(
+      SmallOptions(),
+      std::make_unique<FaultInjectingRunner>(std::make_unique<FakeModelRunner>(model), 5), nullptr,
+      nullptr);
+  ASSERT_TRUE(created.ok()) << created.status();
+  Engine& engine = **created;
+  std::atomic<int> failures = 0;
+  engine.SetFailureListener([&](const absl::Status& status) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
+    ++failures;
+  });
+  ASSERT_TRUE(engine.Start().ok());
+  auto stream = engine.Submit(MakeRequest("a", {1, 2, 3}, 100));
+  ASSERT_TRUE(stream.ok());
+  RequestResult result;
+  result.DrainUntilEnd(**stream, kTimeout);
+  EXPECT_EQ(result.status.code(), absl::StatusCode::kInternal) << result.status;
+  EXPECT_TRUE(absl::StrContains(result.status.message(), "fault injection")) << result.status;
+  EXPECT_EQ(failures, 1);
+  EXPECT_EQ(engine.failure().code(), absl::StatusCode::kInternal);
+  // Stats say so once the step that failed has been published.
+  const absl::Time deadline = absl::Now() + kTimeout;
+  while (!engine.Stats().failed && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_TRUE(engine.Stats().failed);
+  const auto refused = engine.Submit(MakeRequest("b", {1}, 4));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "failed")) << refused.status();
 }
 
 TEST(EngineApiTest, StatusSubscriptionStartsWithASnapshotThenGaplessBatches) {

@@ -107,7 +107,7 @@ TEST(WorkerMetrics, CapacityGaugesComeFromTheStatsSourceAtScrapeTime) {
   stats.waiting_requests = 1;
   metrics.SetStatsSource([&stats] { return stats; });
   std::map<std::string, double> s = ParseSamples(metrics.Serialize());
-  EXPECT_EQ(s.at("kvserve_kv_blocks_total"), 200);
+  EXPECT_EQ(s.at("kvserve_kv_blocks_capacity"), 200);
   EXPECT_EQ(s.at("kvserve_kv_blocks_used"), 50);
   EXPECT_EQ(s.at("kvserve_kv_blocks_free"), 150);
   EXPECT_EQ(s.at("kvserve_kv_blocks_cached_evictable"), 30);
@@ -149,6 +149,18 @@ TEST(WorkerMetrics, EveryFamilyIsDocumentedInDocsMetricsMd) {
   for (const prometheus::MetricFamily& family : metrics.Collect()) {
     EXPECT_THAT(contents.str(), HasSubstr("`" + family.name + "`"))
         << family.name << " is not documented in docs/metrics.md";
+  }
+}
+
+TEST(WorkerMetricsTest, NoGaugeOrHistogramEndsWithTotal) {
+  // OpenMetrics (and promtool check metrics) reserve the _total suffix for counters; the pool
+  // size gauge is kvserve_kv_blocks_capacity, not kvserve_kv_blocks_total.
+  WorkerMetrics metrics;
+  for (const prometheus::MetricFamily& family : metrics.Collect()) {
+    if (family.type == prometheus::MetricType::Counter) continue;
+    EXPECT_FALSE(family.name.size() >= 6 &&
+                 family.name.compare(family.name.size() - 6, 6, "_total") == 0)
+        << family.name;
   }
 }
 

@@ -1,7 +1,7 @@
-# Tests of the worker's service layer (worker/service.cmake): validation and metrics as unit
+# Tests of the worker's service layer (worker/service.cmake): conversion and metrics as unit
 # tests, and the gRPC services in-process over loopback with the fake model runner. The
 # real-process tests with the real model are in tests/e2e.
-kvserve_add_test(NAME worker_validation_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/validation_test.cc
+kvserve_add_test(NAME worker_options_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/worker_options_test.cc
                  LIBS kvserve_worker GTest::gmock LABELS unit TIMEOUT 60)
 kvserve_add_test(NAME worker_proto_conversion_test
                  SOURCES ${CMAKE_CURRENT_LIST_DIR}/proto_conversion_test.cc

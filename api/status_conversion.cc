@@ -1,4 +1,4 @@
-#include "worker/status_conversion.h"
+#include "api/status_conversion.h"
 
 #include <string>
 

@@ -1,14 +1,14 @@
 // Request validation at the API boundary: every bad input gives its status code and a message
 // that starts with the field path (request_validation.h, raw_message.h), and good input passes.
+#include "api/request_validation.h"
+
 #include <cmath>
 #include <limits>
 #include <string>
 
+#include "api/raw_message.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/raw_message.h"
-#include "worker/request_validation.h"
-#include "worker/worker_options.h"
 
 namespace kvserve {
 namespace {
@@ -242,6 +242,45 @@ TEST(ValidateKvFit, RefusesRequestThatCouldNeverFitThePool) {
   EXPECT_TRUE(ValidateKvFit(100, 0, 1, limits).ok());
 }
 
+TEST(ValidateKvFit, CapsMaxTokensAtTheContextLength) {
+  ServingLimits limits = TestLimits();
+  limits.kv_total_blocks = 16;  // exactly the 256-token context
+  // 5 prompt tokens + the advertised max_tokens (255) would be 260 tokens, 17 blocks; capped at
+  // the context it is 256 tokens, 16 blocks, which the pool holds.
+  EXPECT_TRUE(ValidateKvFit(5, limits.max_tokens, 1, limits).ok());
+}
+
+TEST(ServingLimitsFromModelInfo, RoundTripsThePublishedLimits) {
+  ServingLimits limits = TestLimits();
+  limits.model_context_length = 8192;
+  limits.max_stop_token_ids = 7;
+  limits.max_chat_messages = 9;
+  v1::ModelInfo info;
+  info.set_name(limits.model_name);
+  info.set_vocab_size(limits.vocab_size);
+  info.set_context_length(limits.model_context_length);
+  info.set_pool_limited_context_length(limits.context_length);
+  info.set_kv_block_size(limits.kv_block_size);
+  info.set_chat_template_format("chatml");
+  *info.mutable_limits() = ToProtoLimits(limits);
+  const ServingLimits back = ServingLimitsFromModelInfo(info, limits.kv_total_blocks);
+  EXPECT_EQ(back.model_name, limits.model_name);
+  EXPECT_EQ(back.vocab_size, limits.vocab_size);
+  EXPECT_EQ(back.model_context_length, 8192);
+  EXPECT_EQ(back.context_length, limits.context_length);
+  EXPECT_EQ(back.max_prompt_tokens, limits.max_prompt_tokens);
+  EXPECT_EQ(back.max_tokens, limits.max_tokens);
+  EXPECT_EQ(back.max_n, limits.max_n);
+  EXPECT_EQ(back.max_logprobs, limits.max_logprobs);
+  EXPECT_EQ(back.max_stop_strings, limits.max_stop_strings);
+  EXPECT_EQ(back.max_stop_string_bytes, limits.max_stop_string_bytes);
+  EXPECT_EQ(back.max_stop_token_ids, 7);
+  EXPECT_EQ(back.max_chat_messages, 9);
+  EXPECT_TRUE(back.chat_supported);
+  EXPECT_EQ(back.kv_block_size, limits.kv_block_size);
+  EXPECT_EQ(back.kv_total_blocks, limits.kv_total_blocks);
+}
+
 TEST(ValidateTokenizeRequest, RefusesMissingInputAndBadUtf8) {
   ExpectError(ValidateTokenizeRequest(v1::TokenizeRequest(), TestLimits()),
               absl::StatusCode::kInvalidArgument, "input");
@@ -314,44 +353,6 @@ TEST(ParseRequest, NamesTheFieldWithInvalidUtf8InRawBytes) {
   grpc::Slice garbage(std::string("\xFF\xFF\xFF"));
   ExpectError(ParseRequest(grpc::ByteBuffer(&garbage, 1), &parsed),
               absl::StatusCode::kInvalidArgument, "request");
-}
-
-TEST(WorkerOptions, DefaultsAreValidAndEveryBadFlagIsNamed) {
-  EXPECT_FALSE(WorkerOptions().Validate().ok());  // no model
-  WorkerOptions good;
-  good.model = "synthetic:tiny";
-  ASSERT_TRUE(good.Validate().ok());
-  struct Case {
-    void (*set)(WorkerOptions*);
-    const char* flag;
-  };
-  const Case cases[] = {
-      {[](WorkerOptions* o) { o->block_size = 12; }, "--block_size"},
-      {[](WorkerOptions* o) { o->kv_memory_bytes = -1; }, "--kv_memory_bytes"},
-      {[](WorkerOptions* o) { o->max_num_seqs = 0; }, "--max_num_seqs"},
-      {[](WorkerOptions* o) { o->max_num_batched_tokens = 8; }, "--max_num_batched_tokens"},
-      {[](WorkerOptions* o) { o->listen = "nohostport"; }, "--listen"},
-      {[](WorkerOptions* o) { o->listen = "127.0.0.1:70000"; }, "--listen"},
-      {[](WorkerOptions* o) { o->metrics_listen = "127.0.0.1:x"; }, "--metrics_listen"},
-      {[](WorkerOptions* o) { o->tls_cert = "cert.pem"; }, "--tls_key"},
-      {[](WorkerOptions* o) { o->tls_ca = "ca.pem"; }, "--tls_ca"},
-      {[](WorkerOptions* o) { o->drain_timeout_s = -1; }, "--drain_timeout_s"},
-      {[](WorkerOptions* o) { o->worker_id = std::string(200, 'w'); }, "--worker_id"},
-  };
-  for (const Case& c : cases) {
-    WorkerOptions options = good;
-    c.set(&options);
-    ExpectError(options.Validate(), absl::StatusCode::kInvalidArgument, c.flag);
-  }
-}
-
-TEST(WorkerOptions, UnreadableTlsFileIsNamed) {
-  WorkerOptions options;
-  options.model = "synthetic:tiny";
-  options.tls_cert = "/nonexistent/cert.pem";
-  options.tls_key = "/nonexistent/key.pem";
-  ASSERT_TRUE(options.Validate().ok());
-  ExpectError(LoadTlsFiles(options).status(), absl::StatusCode::kInvalidArgument, "--tls_cert");
 }
 
 }  // namespace

@@ -5,8 +5,8 @@
 // and the message unchanged; an OK status becomes grpc::Status::OK.
 //
 // Thread-safety: pure functions.
-#ifndef KVSERVE_WORKER_STATUS_CONVERSION_H_
-#define KVSERVE_WORKER_STATUS_CONVERSION_H_
+#ifndef KVSERVE_API_STATUS_CONVERSION_H_
+#define KVSERVE_API_STATUS_CONVERSION_H_
 
 #include <grpcpp/support/status.h>
 
@@ -21,4 +21,4 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 
 }  // namespace kvserve
 
-#endif  // KVSERVE_WORKER_STATUS_CONVERSION_H_
+#endif  // KVSERVE_API_STATUS_CONVERSION_H_

@@ -1,4 +1,4 @@
-#include "worker/raw_message.h"
+#include "api/raw_message.h"
 
 #include <grpcpp/impl/codegen/proto_utils.h>
 
@@ -6,8 +6,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "api/request_validation.h"
 #include "google/protobuf/unknown_field_set.h"
-#include "worker/request_validation.h"
 
 namespace kvserve {
 namespace {

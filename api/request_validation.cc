@@ -1,9 +1,10 @@
-#include "worker/request_validation.h"
+#include "api/request_validation.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "kvcache/kv_budget.h"
 
 namespace kvserve {
 namespace {
@@ -36,9 +37,7 @@ absl::Status CheckRequestId(absl::string_view request_id) {
 }
 
 absl::Status CheckModel(absl::string_view model, const ServingLimits& limits) {
-  if (model.empty() || model == limits.model_name) return absl::OkStatus();
-  return absl::NotFoundError(
-      absl::StrCat("model: '", model, "' is not served here (serving '", limits.model_name, "')"));
+  return ValidateModelName(model, limits);
 }
 
 absl::Status CheckChat(const v1::ChatConversation& chat, const ServingLimits& limits) {
@@ -106,6 +105,37 @@ bool IsValidUtf8(absl::string_view text) {
   return true;
 }
 
+absl::Status ValidateModelName(absl::string_view model, const ServingLimits& limits) {
+  if (model.empty() || model == limits.model_name) return absl::OkStatus();
+  if (!IsValidUtf8(model)) return Invalid("model", "must be valid UTF-8");
+  return absl::NotFoundError(
+      absl::StrCat("model: '", model, "' is not served here (serving '", limits.model_name, "')"));
+}
+
+ServingLimits ServingLimitsFromModelInfo(const v1::ModelInfo& info, int64_t kv_total_blocks) {
+  const v1::GenerationLimits& proto = info.limits();
+  ServingLimits limits;
+  limits.model_name = info.name();
+  limits.vocab_size = info.vocab_size();
+  limits.model_context_length = info.context_length();
+  limits.context_length = info.pool_limited_context_length() > 0
+                              ? info.pool_limited_context_length()
+                              : info.context_length();
+  limits.max_prompt_tokens = proto.max_prompt_tokens();
+  limits.max_tokens = proto.max_tokens();
+  limits.default_max_tokens = proto.default_max_tokens();
+  limits.max_n = proto.max_n();
+  limits.max_logprobs = proto.max_logprobs();
+  limits.max_stop_strings = proto.max_stop_strings();
+  limits.max_stop_string_bytes = proto.max_stop_string_bytes();
+  limits.max_stop_token_ids = proto.max_stop_token_ids();
+  limits.max_chat_messages = proto.max_chat_messages();
+  limits.chat_supported = !info.chat_template_format().empty();
+  limits.kv_block_size = info.kv_block_size();
+  limits.kv_total_blocks = kv_total_blocks;
+  return limits;
+}
+
 v1::GenerationLimits ToProtoLimits(const ServingLimits& limits) {
   v1::GenerationLimits proto;
   proto.set_max_prompt_tokens(limits.max_prompt_tokens);
@@ -114,6 +144,9 @@ v1::GenerationLimits ToProtoLimits(const ServingLimits& limits) {
   proto.set_max_n(limits.max_n);
   proto.set_max_logprobs(limits.max_logprobs);
   proto.set_max_stop_strings(limits.max_stop_strings);
+  proto.set_max_stop_string_bytes(limits.max_stop_string_bytes);
+  proto.set_max_stop_token_ids(limits.max_stop_token_ids);
+  proto.set_max_chat_messages(limits.max_chat_messages);
   return proto;
 }
 
@@ -230,6 +263,19 @@ absl::Status ValidateTokenizeRequest(const v1::TokenizeRequest& request,
   return Invalid("input", "exactly one of prompt, chat is required");
 }
 
+absl::Status ValidateDetokenizeRequest(const v1::DetokenizeRequest& request,
+                                       const ServingLimits& limits) {
+  if (absl::Status s = CheckModel(request.model(), limits); !s.ok()) return s;
+  for (int i = 0; i < request.token_ids_size(); ++i) {
+    const int32_t id = request.token_ids(i);
+    if (id < 0 || id >= limits.vocab_size) {
+      return Invalid(absl::StrCat("token_ids[", i, "]"),
+                     absl::StrCat("token id ", id, " is outside [0, ", limits.vocab_size, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidatePromptTokens(absl::Span<const int32_t> token_ids, const ServingLimits& limits,
                                   absl::string_view path) {
   if (token_ids.empty()) return Invalid("input", "the prompt has no tokens");
@@ -249,20 +295,15 @@ absl::Status ValidatePromptTokens(absl::Span<const int32_t> token_ids, const Ser
 
 absl::Status ValidateKvFit(int32_t num_prompt_tokens, int32_t max_tokens, int32_t n,
                            const ServingLimits& limits) {
-  const int64_t block_size = limits.kv_block_size;
-  const int64_t output_tokens =
-      max_tokens > 0 ? std::min<int64_t>(max_tokens, limits.context_length - num_prompt_tokens)
-                     : limits.context_length - num_prompt_tokens;
-  const int64_t total_tokens = num_prompt_tokens + std::max<int64_t>(output_tokens, 1);
-  const int64_t shared_blocks = num_prompt_tokens / block_size;
-  const int64_t per_choice_blocks = (total_tokens + block_size - 1) / block_size - shared_blocks;
-  const int64_t needed = shared_blocks + std::max(n, 1) * per_choice_blocks;
-  if (needed <= limits.kv_total_blocks) return absl::OkStatus();
+  const int32_t requested = max_tokens > 0 ? max_tokens : limits.default_max_tokens;
+  const KvBudget budget =
+      KvBudgetFor(num_prompt_tokens, requested, n, limits.context_length, limits.kv_block_size);
+  if (budget.blocks <= limits.kv_total_blocks) return absl::OkStatus();
   return absl::ResourceExhaustedError(
-      absl::StrCat("sampling.max_tokens: the request needs ", needed, " KV blocks (",
-                   num_prompt_tokens, " prompt tokens, up to ", output_tokens,
-                   " output tokens x n = ", std::max(n, 1), ") but the worker's pool holds ",
-                   limits.kv_total_blocks, " blocks of ", block_size, " tokens"));
+      absl::StrCat("sampling.max_tokens: the request needs ", budget.blocks, " KV blocks (",
+                   num_prompt_tokens, " prompt tokens, up to ", budget.output_tokens,
+                   " output tokens x n = ", std::max(n, 1), ") but a worker's KV pool holds ",
+                   limits.kv_total_blocks, " blocks of ", limits.kv_block_size, " tokens"));
 }
 
 absl::Status ValidateWorkerGenerateRequest(const v1::WorkerGenerateRequest& request,

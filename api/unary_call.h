@@ -3,8 +3,8 @@
 // methods, serialized) into the response; the status goes through ToGrpcStatus.
 //
 // Thread-safety: called on the gRPC thread that runs the method.
-#ifndef KVSERVE_WORKER_UNARY_CALL_H_
-#define KVSERVE_WORKER_UNARY_CALL_H_
+#ifndef KVSERVE_API_UNARY_CALL_H_
+#define KVSERVE_API_UNARY_CALL_H_
 
 #include <grpcpp/grpcpp.h>
 
@@ -12,8 +12,8 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
-#include "worker/raw_message.h"
-#include "worker/status_conversion.h"
+#include "api/raw_message.h"
+#include "api/status_conversion.h"
 
 namespace kvserve {
 
@@ -34,4 +34,4 @@ grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* call, absl::S
 
 }  // namespace kvserve
 
-#endif  // KVSERVE_WORKER_UNARY_CALL_H_
+#endif  // KVSERVE_API_UNARY_CALL_H_

@@ -4,8 +4,8 @@
 // is not valid UTF-8, which protobuf refuses to parse.
 //
 // Thread-safety: pure functions.
-#ifndef KVSERVE_WORKER_RAW_MESSAGE_H_
-#define KVSERVE_WORKER_RAW_MESSAGE_H_
+#ifndef KVSERVE_API_RAW_MESSAGE_H_
+#define KVSERVE_API_RAW_MESSAGE_H_
 
 #include <grpcpp/support/byte_buffer.h>
 
@@ -33,4 +33,4 @@ std::optional<std::string> FindInvalidUtf8Field(const google::protobuf::Descript
 
 }  // namespace kvserve
 
-#endif  // KVSERVE_WORKER_RAW_MESSAGE_H_
+#endif  // KVSERVE_API_RAW_MESSAGE_H_

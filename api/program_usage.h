@@ -1,0 +1,32 @@
+// SetProgramUsage: the usage message and --help configuration every kvserve binary uses.
+//
+// Abseil's --help lists only flags defined in files whose name matches the program's
+// ("kvserve-worker" -> kvserve-worker.cc, ...); our flags live in each binary's main.cc
+// (worker/main.cc, router/main.cc, tools/*_main.cc), so --help printed "No flags matched". Here
+// --help and --helpshort list the flags of every *main.cc file (abseil's own flags, such as
+// --flagfile, stay under --helpfull). Header-only so that binaries without gRPC can use it.
+//
+// Thread-safety: call once, at the start of main, before ParseCommandLine.
+#ifndef KVSERVE_API_PROGRAM_USAGE_H_
+#define KVSERVE_API_PROGRAM_USAGE_H_
+
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/string_view.h"
+
+namespace kvserve {
+
+inline void SetProgramUsage(absl::string_view message) {
+  absl::SetProgramUsageMessage(message);
+  absl::FlagsUsageConfig config;
+  config.contains_help_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "main.cc");
+  };
+  config.contains_helpshort_flags = config.contains_help_flags;
+  absl::SetFlagsUsageConfig(config);
+}
+
+}  // namespace kvserve
+
+#endif  // KVSERVE_API_PROGRAM_USAGE_H_

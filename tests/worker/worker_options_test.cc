@@ -1,0 +1,58 @@
+// WorkerOptions::Validate names the flag of every bad value; TLS files are read at start-up.
+#include "worker/worker_options.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kvserve {
+namespace {
+
+using ::testing::StartsWith;
+
+void ExpectError(const absl::Status& status, absl::StatusCode code, const std::string& field) {
+  EXPECT_EQ(status.code(), code) << status;
+  EXPECT_THAT(std::string(status.message()), StartsWith(field + ": ")) << status;
+}
+
+TEST(WorkerOptions, DefaultsAreValidAndEveryBadFlagIsNamed) {
+  EXPECT_FALSE(WorkerOptions().Validate().ok());  // no model
+  WorkerOptions good;
+  good.model = "synthetic:tiny";
+  ASSERT_TRUE(good.Validate().ok());
+  struct Case {
+    void (*set)(WorkerOptions*);
+    const char* flag;
+  };
+  const Case cases[] = {
+      {[](WorkerOptions* o) { o->block_size = 12; }, "--block_size"},
+      {[](WorkerOptions* o) { o->kv_memory_bytes = -1; }, "--kv_memory_bytes"},
+      {[](WorkerOptions* o) { o->max_num_seqs = 0; }, "--max_num_seqs"},
+      {[](WorkerOptions* o) { o->max_num_batched_tokens = 8; }, "--max_num_batched_tokens"},
+      {[](WorkerOptions* o) { o->listen = "nohostport"; }, "--listen"},
+      {[](WorkerOptions* o) { o->listen = "127.0.0.1:70000"; }, "--listen"},
+      {[](WorkerOptions* o) { o->metrics_listen = "127.0.0.1:x"; }, "--metrics_listen"},
+      {[](WorkerOptions* o) { o->tls_cert = "cert.pem"; }, "--tls_key"},
+      {[](WorkerOptions* o) { o->tls_ca = "ca.pem"; }, "--tls_ca"},
+      {[](WorkerOptions* o) { o->drain_timeout_s = -1; }, "--drain_timeout_s"},
+      {[](WorkerOptions* o) { o->worker_id = std::string(200, 'w'); }, "--worker_id"},
+  };
+  for (const Case& c : cases) {
+    WorkerOptions options = good;
+    c.set(&options);
+    ExpectError(options.Validate(), absl::StatusCode::kInvalidArgument, c.flag);
+  }
+}
+
+TEST(WorkerOptions, UnreadableTlsFileIsNamed) {
+  WorkerOptions options;
+  options.model = "synthetic:tiny";
+  options.tls_cert = "/nonexistent/cert.pem";
+  options.tls_key = "/nonexistent/key.pem";
+  ASSERT_TRUE(options.Validate().ok());
+  ExpectError(LoadTlsFiles(options).status(), absl::StatusCode::kInvalidArgument, "--tls_cert");
+}
+
+}  // namespace
+}  // namespace kvserve
