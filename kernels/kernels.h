@@ -263,6 +263,9 @@ class Backend {
   virtual void CopyOnDevice(void* dst, const void* src, size_t bytes) = 0;
   virtual void Memset(void* dst, int value, size_t bytes) = 0;
   virtual MemoryInfo GetMemoryInfo() const = 0;
+  // True when the kernels read host memory directly (the CPU): data already in host memory,
+  // a memory-mapped file say, can then be used in place instead of copied.
+  virtual bool host_memory() const { return false; }
 
   // Sizes, once at start-up, the scratch Linear needs for up to max_num_tokens rows of up to
   // max_in_features inputs (CUDA rounds the activations to a 16-bit weight's type there); before

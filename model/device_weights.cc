@@ -51,9 +51,12 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(
   kernels::Backend* device = backend.get();
   const int64_t q_dim = int64_t{c.num_heads} * c.head_dim;
   const int64_t kv_dim = int64_t{c.num_kv_heads} * c.head_dim;
-  auto matrix = [&](const std::vector<float>& v, int64_t rows, int64_t cols,
-                    WeightView* view) -> absl::Status {
-    absl::StatusOr<WeightView> uploaded = out->UploadMatrix(v, rows, cols);
+  out->storage_ = weights.storage;
+  auto matrix = [&](const std::string& name, const std::vector<float>& v, int64_t rows,
+                    int64_t cols, WeightView* view) -> absl::Status {
+    auto it = weights.stored.find(name);
+    absl::StatusOr<WeightView> uploaded =
+        out->UploadMatrix(v, rows, cols, it == weights.stored.end() ? nullptr : &it->second);
     if (!uploaded.ok()) return uploaded.status();
     *view = *uploaded;
     return absl::OkStatus();
@@ -64,24 +67,28 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(
     *ptr = *uploaded;
     return absl::OkStatus();
   };
-  absl::Status s = matrix(weights.token_embedding, c.vocab_size, c.hidden_size, &out->embedding_);
+  absl::Status s = matrix("token_embedding", weights.token_embedding, c.vocab_size,
+                          c.hidden_size, &out->embedding_);
   if (s.ok() && !c.tie_word_embeddings) {
-    s = matrix(weights.lm_head, c.vocab_size, c.hidden_size, &out->lm_head_);
+    s = matrix("lm_head", weights.lm_head, c.vocab_size, c.hidden_size, &out->lm_head_);
   }
   if (s.ok()) s = vector(weights.final_norm, &out->final_norm_);
   out->layers_.resize(c.num_layers);
   for (int32_t l = 0; s.ok() && l < c.num_layers; ++l) {
     const LayerWeights& src = weights.layers[l];
     DeviceLayer& dst = out->layers_[l];
+    const std::string p = absl::StrCat("layers.", l, ".");
     for (const absl::Status& step :
-         {vector(src.attn_norm, &dst.attn_norm), matrix(src.wq, q_dim, c.hidden_size, &dst.wq),
-          matrix(src.wk, kv_dim, c.hidden_size, &dst.wk),
-          matrix(src.wv, kv_dim, c.hidden_size, &dst.wv), vector(src.bq, &dst.bq),
+         {vector(src.attn_norm, &dst.attn_norm),
+          matrix(p + "wq", src.wq, q_dim, c.hidden_size, &dst.wq),
+          matrix(p + "wk", src.wk, kv_dim, c.hidden_size, &dst.wk),
+          matrix(p + "wv", src.wv, kv_dim, c.hidden_size, &dst.wv), vector(src.bq, &dst.bq),
           vector(src.bk, &dst.bk), vector(src.bv, &dst.bv),
-          matrix(src.wo, c.hidden_size, q_dim, &dst.wo), vector(src.ffn_norm, &dst.ffn_norm),
-          matrix(src.w_gate, c.intermediate_size, c.hidden_size, &dst.w_gate),
-          matrix(src.w_up, c.intermediate_size, c.hidden_size, &dst.w_up),
-          matrix(src.w_down, c.hidden_size, c.intermediate_size, &dst.w_down)}) {
+          matrix(p + "wo", src.wo, c.hidden_size, q_dim, &dst.wo),
+          vector(src.ffn_norm, &dst.ffn_norm),
+          matrix(p + "w_gate", src.w_gate, c.intermediate_size, c.hidden_size, &dst.w_gate),
+          matrix(p + "w_up", src.w_up, c.intermediate_size, c.hidden_size, &dst.w_up),
+          matrix(p + "w_down", src.w_down, c.hidden_size, c.intermediate_size, &dst.w_down)}) {
       if (!step.ok()) {
         s = step;
         break;
@@ -108,7 +115,20 @@ absl::StatusOr<const float*> DeviceWeights::UploadVector(const std::vector<float
 }
 
 absl::StatusOr<WeightView> DeviceWeights::UploadMatrix(const std::vector<float>& values,
-                                                       int64_t rows, int64_t cols) {
+                                                       int64_t rows, int64_t cols,
+                                                       const StoredMatrix* stored) {
+  if (stored != nullptr) {
+    WeightView view{.data = stored->data, .dtype = stored->dtype, .rows = rows, .cols = cols};
+    bytes_ += stored->num_bytes;
+    if (backend_->host_memory()) return view;  // in place: the mapping is the weight
+    absl::StatusOr<DeviceBuffer> buffer =
+        DeviceBuffer::Allocate(backend_.get(), static_cast<size_t>(stored->num_bytes), "weights");
+    if (!buffer.ok()) return buffer.status();
+    backend_->CopyToDevice(buffer->data(), stored->data, static_cast<size_t>(stored->num_bytes));
+    view.data = buffer->data();
+    buffers_.push_back(*std::move(buffer));
+    return view;
+  }
   const std::vector<uint8_t> converted = Convert(values, dtype_);
   absl::StatusOr<DeviceBuffer> buffer =
       DeviceBuffer::Allocate(backend_.get(), converted.size(), "weights");

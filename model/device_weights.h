@@ -1,7 +1,9 @@
 // DeviceWeights: a model's weights resident in a backend's memory, each matrix in the storage
-// type the model runs with (f32, bf16 or f16 now; the view is ready for GGUF block types), norms
-// and biases in fp32. Built once at load from the fp32 ModelWeights a reader produced (each
-// matrix converted once, then copied to the device); after that the host copy may be dropped.
+// type the model runs with, norms and biases in fp32. Built once at load from the ModelWeights a
+// reader produced: an fp32 matrix is converted once to the chosen type (f32, bf16, f16) and
+// copied to the device; a matrix the reader kept as stored (GGUF blocks, ModelWeights::stored)
+// keeps its type and is used in place on a host-memory backend (the CPU: the file's mapping,
+// no copy) or copied as is elsewhere. After Upload the fp32 host copy may be dropped.
 //
 // Thread-safety: immutable after Upload; may be shared read-only by several models on the same
 // backend.
@@ -47,9 +49,10 @@ struct DeviceLayer {
 
 class DeviceWeights {
  public:
-  // Converts every matrix (and the embedding table) of `weights` to `dtype` and copies all of
-  // it into `backend`'s memory. INVALID_ARGUMENT when the weights do not validate or dtype is
-  // not f32, bf16 or f16; RESOURCE_EXHAUSTED when the backend runs out of memory.
+  // Converts every fp32 matrix (and the embedding table) of `weights` to `dtype` and copies all
+  // of it into `backend`'s memory; stored matrices keep their type (see above). INVALID_ARGUMENT
+  // when the weights do not validate or dtype is not f32, bf16 or f16; RESOURCE_EXHAUSTED when
+  // the backend runs out of memory.
   // The weights keep the backend alive (models and KV pools made from them borrow it).
   static absl::StatusOr<std::unique_ptr<DeviceWeights>> Upload(
       const ModelWeights& weights, std::shared_ptr<kernels::Backend> backend, kernels::DType dtype);
@@ -62,7 +65,7 @@ class DeviceWeights {
   const float* final_norm() const { return final_norm_; }  // [hidden]
   // lm_head, or the embedding table when tied.
   const WeightView& output() const { return config_.tie_word_embeddings ? embedding_ : lm_head_; }
-  // Backend memory the weights take.
+  // Memory the weights take: backend allocations plus stored matrices used in place.
   int64_t bytes() const { return bytes_; }
 
  private:
@@ -72,9 +75,10 @@ class DeviceWeights {
 
   // Copies `values` to the backend as fp32 (norms, biases); nullptr for an empty vector.
   absl::StatusOr<const float*> UploadVector(const std::vector<float>& values);
-  // Converts `values` ([rows, cols] fp32) to dtype_ and copies it to the backend.
+  // Converts `values` ([rows, cols] fp32) to dtype_ and copies it to the backend; or, when
+  // `stored` names it, uses the stored matrix.
   absl::StatusOr<WeightView> UploadMatrix(const std::vector<float>& values, int64_t rows,
-                                          int64_t cols);
+                                          int64_t cols, const StoredMatrix* stored);
 
   ModelConfig config_;
   std::shared_ptr<kernels::Backend> backend_;  // declared first: destroyed after buffers_
@@ -83,7 +87,8 @@ class DeviceWeights {
   WeightView lm_head_;
   std::vector<DeviceLayer> layers_;
   const float* final_norm_ = nullptr;
-  std::vector<DeviceBuffer> buffers_;  // everything above points into these
+  std::vector<DeviceBuffer> buffers_;  // everything above points into these,
+  std::shared_ptr<const void> storage_;  // or into this (stored matrices used in place)
   int64_t bytes_ = 0;
 };
 

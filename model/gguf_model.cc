@@ -1,6 +1,7 @@
 #include "model/gguf_model.h"
 
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,8 +46,11 @@ class JobList {
  public:
   explicit JobList(const GgufFile& file) : file_(file) {}
 
-  // `dims` in ggml order (fastest first).
-  absl::Status Add(const std::string& name, std::vector<int64_t> dims, std::vector<float>* out) {
+  // `dims` in ggml order (fastest first). A matrix of a type the kernels take is recorded in
+  // `stored` (when given) instead of being decoded.
+  absl::Status Add(const std::string& name, std::vector<int64_t> dims, std::vector<float>* out,
+                   const std::string& slot_name = "",
+                   absl::flat_hash_map<std::string, StoredMatrix>* stored = nullptr) {
     const GgufTensorInfo* info = file_.FindTensor(name);
     if (info == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("GGUF tensor '", name, "' is missing"));
@@ -55,6 +59,11 @@ class JobList {
       return absl::InvalidArgumentError(absl::StrCat("GGUF tensor '", name, "' has dims ",
                                                      DimsString(info->dims), ", want ",
                                                      DimsString(dims), " (ggml order)"));
+    }
+    const std::optional<kernels::DType> dtype = GgmlToDType(info->type);
+    if (stored != nullptr && dtype && *dtype != kernels::DType::kF32) {
+      (*stored)[slot_name] = StoredMatrix{*dtype, info->data, static_cast<int64_t>(info->num_bytes)};
+      return absl::OkStatus();
     }
     total_floats_ += info->num_elements();
     jobs_.push_back({name, info->type, info->data, info->num_bytes, info->num_elements(), out});
@@ -177,7 +186,10 @@ absl::StatusOr<ModelWeights> WeightsFromGguf(const GgufFile& file, const GgufLoa
   JobList jobs(file);
   for (const WeightSlot& slot : WeightSlots(&weights)) {
     // ggml lists dims fastest first: the reverse of the row-major shape.
-    if (s = jobs.Add(slot.gguf_name, {slot.shape.rbegin(), slot.shape.rend()}, slot.out); !s.ok()) {
+    const bool keep = options.keep_stored_types && slot.kind == WeightSlot::Kind::kMatrix;
+    if (s = jobs.Add(slot.gguf_name, {slot.shape.rbegin(), slot.shape.rend()}, slot.out,
+                     slot.name, keep ? &weights.stored : nullptr);
+        !s.ok()) {
       return s;
     }
   }

@@ -25,6 +25,9 @@ absl::StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& file);
 struct GgufLoadOptions {
   int num_threads = 2;            // dequantization threads
   int64_t max_total_floats = -1;  // refuse (RESOURCE_EXHAUSTED) models larger than this; -1: no cap
+  // Leave every matrix that is not F32 in the file as it is stored (ModelWeights::stored, views
+  // into `file`, which the caller keeps alive through ModelWeights::storage).
+  bool keep_stored_types = false;
 };
 
 // ConfigFromGguf, then every tensor checked against the config's shapes (a missing tensor or a

@@ -1,13 +1,19 @@
-// ModelWeights: every weight of a Llama-family decoder in fp32, owned, whatever file it came from.
+// ModelWeights: every weight of a Llama-family decoder in fp32, owned, whatever file it came from;
+// or, when the loader was asked to keep them (LoadOptions::keep_stored_types), the matrices left
+// in their file's storage type (GGUF blocks, f16, bf16) as views into the mapped file.
 // Matrices are row-major [out_features, in_features], so a linear layer is y = W x (for a batch
 // X [tokens, in]: Y = X W^T). The CPU kernels read these directly; a GPU runner converts them.
 // Not thread-safe to mutate; immutable after loading and safe to share for reading.
 #ifndef KVSERVE_MODEL_MODEL_WEIGHTS_H_
 #define KVSERVE_MODEL_MODEL_WEIGHTS_H_
 
+#include <memory>
+#include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "kernels/dtype.h"
 #include "model/model_config.h"
 
 namespace kvserve {
@@ -27,8 +33,19 @@ struct LayerWeights {
   std::vector<float> w_down;     // [hidden, intermediate]
 };
 
+// A matrix kept as its file stores it: row-major [out, in], rows of RowBytes(dtype, in) bytes.
+struct StoredMatrix {
+  kernels::DType dtype;
+  const uint8_t* data;  // [num_bytes], into ModelWeights::storage
+  int64_t num_bytes;
+};
+
 struct ModelWeights {
   ModelConfig config;
+  // Matrices kept as stored, by their Validate() name ("layers.3.wq", "token_embedding"); the
+  // fp32 vector of such a matrix is empty. `storage` keeps what the views point into alive.
+  absl::flat_hash_map<std::string, StoredMatrix> stored;
+  std::shared_ptr<const void> storage;
   std::vector<float> token_embedding;  // [vocab, hidden]
   std::vector<LayerWeights> layers;    // [num_layers]
   std::vector<float> final_norm;       // [hidden]
@@ -39,8 +56,9 @@ struct ModelWeights {
     return config.tie_word_embeddings ? token_embedding : lm_head;
   }
 
-  // OK when config is valid and every vector has exactly the size its comment gives;
-  // otherwise INVALID_ARGUMENT naming the tensor (e.g. "layers.3.wk: 36864 floats, want 110592").
+  // OK when config is valid and every vector has exactly the size its comment gives (or is
+  // empty, its matrix stored with exactly the bytes the shape takes); otherwise INVALID_ARGUMENT
+  // naming the tensor (e.g. "layers.3.wk: 36864 floats, want 110592").
   absl::Status Validate() const;
 };
 

@@ -50,7 +50,7 @@ absl::StatusOr<SyntheticSpec> ParseSyntheticSpec(const std::string& spec) {
   return out;
 }
 
-absl::StatusOr<ModelWeights> LoadWeights(const std::string& spec) {
+absl::StatusOr<ModelWeights> LoadWeights(const std::string& spec, const LoadOptions& options) {
   if (absl::StartsWith(spec, kSyntheticPrefix)) {
     absl::StatusOr<SyntheticSpec> parsed = ParseSyntheticSpec(spec);
     if (!parsed.ok()) return parsed.status();
@@ -70,11 +70,13 @@ absl::StatusOr<ModelWeights> LoadWeights(const std::string& spec) {
   if (path.extension() == ".gguf") {
     absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(spec);
     if (!file.ok()) return file.status();
-    absl::StatusOr<ModelWeights> weights = WeightsFromGguf(**file);
+    absl::StatusOr<ModelWeights> weights =
+        WeightsFromGguf(**file, {.keep_stored_types = options.keep_stored_types});
     if (!weights.ok()) {
       return absl::Status(weights.status().code(),
                           absl::StrCat(spec, ": ", weights.status().message()));
     }
+    if (!weights->stored.empty()) weights->storage = std::shared_ptr<GgufFile>(*std::move(file));
     return weights;
   }
   if (!std::filesystem::exists(path, error)) return BadSpec(spec, "no such file or directory");

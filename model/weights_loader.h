@@ -17,7 +17,13 @@
 
 namespace kvserve {
 
-absl::StatusOr<ModelWeights> LoadWeights(const std::string& spec);
+struct LoadOptions {
+  // GGUF files: keep every non-F32 matrix as stored (ModelWeights::stored), for backends that
+  // compute from quantized blocks; other sources ignore it.
+  bool keep_stored_types = false;
+};
+
+absl::StatusOr<ModelWeights> LoadWeights(const std::string& spec, const LoadOptions& options = {});
 
 // The parsed form of a "synthetic:..." spec.
 struct SyntheticSpec {

@@ -50,7 +50,9 @@ ABSL_FLAG(int32_t, batch, 1, "run this many copies of the prompt as one batch");
 ABSL_FLAG(int32_t, chunk, 512, "prefill chunk: tokens per step");
 ABSL_FLAG(int32_t, threads, 0, "CPU kernel threads; 0: all cores");
 ABSL_FLAG(std::string, device, "cpu", "cpu, cuda or cuda:N");
-ABSL_FLAG(std::string, dtype, "auto", "weights: auto, float32, bfloat16, float16");
+ABSL_FLAG(std::string, dtype, "auto",
+          "weights: auto (CPU: as stored, GGUF blocks included; CUDA: bfloat16), float32, "
+          "bfloat16, float16");
 ABSL_FLAG(std::string, kv_cache_dtype, "auto", "KV cache: auto, float32, bfloat16, float16");
 ABSL_FLAG(bool, enforce_eager, false, "no CUDA graphs for decode steps");
 ABSL_FLAG(bool, ignore_eos, false, "do not stop at end-of-sequence tokens");
@@ -164,7 +166,7 @@ absl::Status Run() {
   std::printf("\n\n[kvserve-generate] model %s, %d layers, %s weights, %s KV, %s, block size %d, "
               "batch %d\n",
               config.name.empty() ? spec.c_str() : config.name.c_str(), config.num_layers,
-              kernels::DTypeName(created->weight_dtype),
+              created->weight_types.c_str(),
               std::string(KvDtypeName(created->kv_dtype)).c_str(), created->backend_name.c_str(),
               block_size, batch);
   std::printf("[kvserve-generate] prompt: %lld tokens in %.3f s = %.1f tokens/s\n",

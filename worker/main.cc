@@ -36,7 +36,8 @@ ABSL_FLAG(int64_t, kv_memory_bytes, -1,
           "the CPU");
 ABSL_FLAG(std::string, device, "cpu", "Where the model runs: cpu, cuda or cuda:N");
 ABSL_FLAG(std::string, dtype, "auto",
-          "Weight storage: auto (bfloat16 on CUDA, float32 on the CPU), float32, bfloat16, "
+          "Weight storage: auto (bfloat16 on CUDA; on the CPU as the file stores them, GGUF "
+          "blocks included), float32, bfloat16, "
           "float16");
 ABSL_FLAG(std::string, kv_cache_dtype, "auto",
           "KV cache storage: auto (the weights' type), float32, bfloat16, float16");
@@ -113,7 +114,7 @@ int Run() {
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromModelPath(options.model);
   if (!tokenizer.ok()) return Fail(tokenizer.status());
   std::cout << "kvserve-worker device=" << created->backend_name
-            << " weights=" << kernels::DTypeName(created->weight_dtype) << " ("
+            << " weights=" << created->weight_types << " ("
             << created->weight_bytes << " bytes) kv_cache=" << KvDtypeName(created->kv_dtype)
             << std::endl;
   std::unique_ptr<ModelRunner> model_runner = std::move(created->runner);

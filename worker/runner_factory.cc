@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/container/btree_map.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/backend_factory.h"
 #include "model/device_weights.h"
@@ -36,11 +37,21 @@ absl::StatusOr<CreatedRunner> CreateLlamaRunner(const RunnerFactoryOptions& opti
   created.kv_dtype = *kv_dtype;
   std::shared_ptr<const DeviceWeights> weights;
   {
-    absl::StatusOr<ModelWeights> host = LoadWeights(options.model);  // dropped after the upload
+    // On the CPU, "auto" computes from the file's own types (GGUF blocks, f16, bf16): the
+    // kernels read them in place from the mapping, and decode reads a quarter of the bytes.
+    const bool keep_stored = !on_gpu && options.dtype == "auto";
+    absl::StatusOr<ModelWeights> host =  // dropped after the upload
+        LoadWeights(options.model, {.keep_stored_types = keep_stored});
     if (!host.ok()) {
       return absl::Status(host.status().code(), absl::StrCat("model: ", host.status().message()));
     }
     created.config = host->config;
+    created.weight_types = kernels::DTypeName(*dtype);
+    absl::btree_map<std::string, int> stored;
+    for (const auto& [name, matrix] : host->stored) ++stored[kernels::DTypeName(matrix.dtype)];
+    for (const auto& [type, count] : stored) {
+      absl::StrAppend(&created.weight_types, "+", type, "x", count);
+    }
     absl::StatusOr<std::unique_ptr<DeviceWeights>> uploaded =
         DeviceWeights::Upload(*host, std::move(backend), *dtype);
     if (!uploaded.ok()) return uploaded.status();

@@ -20,7 +20,9 @@ namespace kvserve {
 struct RunnerFactoryOptions {
   std::string model;                    // a spec for LoadWeights
   std::string device = "cpu";           // cpu, cuda, cuda:N
-  std::string dtype = "auto";           // weights: auto, float32, bfloat16, float16
+  // Weights: auto (CPU: as the file stores them, GGUF blocks included; CUDA: bfloat16),
+  // float32, bfloat16, float16.
+  std::string dtype = "auto";
   std::string kv_cache_dtype = "auto";  // auto (= the weights'), float32, bfloat16, float16
   int32_t num_threads = 0;              // CPU threads; 0: one per core
   double gpu_memory_utilization = 0.9;
@@ -32,7 +34,9 @@ struct CreatedRunner {
   ModelConfig config;
   std::string backend_name;  // "cpu", "cuda"
   int64_t weight_bytes = 0;  // resident on the device
-  kernels::DType weight_dtype = kernels::DType::kF32;
+  kernels::DType weight_dtype = kernels::DType::kF32;  // of the matrices converted at load
+  // What the matrices are stored as, e.g. "bf16" or "f32+q4_1x210+q6_kx1" (stored types x count).
+  std::string weight_types;
   KvDtype kv_dtype = KvDtype::kF32;
 };
 

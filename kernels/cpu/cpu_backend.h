@@ -62,6 +62,7 @@ class CpuBackend : public Backend {
   void CopyOnDevice(void* dst, const void* src, size_t bytes) override;
   void Memset(void* dst, int value, size_t bytes) override;
   MemoryInfo GetMemoryInfo() const override;
+  bool host_memory() const override { return true; }
   int num_threads() const { return pool_.num_threads(); }
   ThreadPool& pool() { return pool_; }
 

@@ -70,13 +70,16 @@ class RouterCapacityTest(unittest.TestCase):
             except grpc.RpcError as error:
                 errors[name] = error.code()
 
+        # Each next request starts as soon as the router has routed (and reserved blocks for)
+        # the previous one, not when it streams: a and b must both still hold their pools when
+        # c arrives, however fast the workers decode.
         threads = {}
-        for name, token in (("a", 1001), ("b", 1002)):
+        for count, (name, token) in enumerate((("a", 1001), ("b", 1002)), start=1):
             threads[name] = threading.Thread(target=run, args=(name, token))
             threads[name].start()
             deadline = time.time() + 120
-            while name not in first_tokens and name not in errors and time.time() < deadline:
-                time.sleep(0.02)
+            while sum(self.routed()) < count and name not in errors and time.time() < deadline:
+                time.sleep(0.005)
         self.assertEqual(errors, {})
         self.assertEqual(sorted(self.routed()), [1.0, 1.0], "a and b must use different workers")
 
@@ -109,21 +112,22 @@ class RouterCapacityTest(unittest.TestCase):
                 if response.choices:
                     first_tokens.setdefault(first_token, time.time())
 
-        for token in (2001, 2002):  # fill both pools
+        routed_before = sum(self.routed())
+        for count, token in enumerate((2001, 2002), start=1):  # fill both pools
             threads.append(threading.Thread(target=run, args=(token,)))
             threads[-1].start()
             deadline = time.time() + 120
-            while token not in first_tokens and time.time() < deadline:
-                time.sleep(0.02)
+            while sum(self.routed()) < routed_before + count and time.time() < deadline:
+                time.sleep(0.005)
         def expired():  # the client's cancel at its deadline may reach the router first
             rejected = self.router.series("kvserve_router_requests_rejected_total")
             return (rejected.get('{reason="deadline"}', 0) +
                     rejected.get('{reason="cancelled"}', 0))
 
         before = expired()
-        # The deadline must pass while both fillers still run (each has OUTPUT_TOKENS of decode
-        # ahead, ~0.6 s on the dev machine), so that the request expires in the queue rather
-        # than after admission.
+        # The deadline must pass while both fillers still run (each was just routed: its
+        # prefill and OUTPUT_TOKENS of decode are ahead), so that the request expires in the
+        # queue rather than after admission.
         with self.assertRaises(grpc.RpcError) as raised:
             lib.collect(self.stub.Generate(self.big_request(2003), timeout=0.25))
         self.assertEqual(raised.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)

@@ -198,5 +198,27 @@ TEST(GgufModelTest, LoadsTheDefaultModel) {
   }
 }
 
+// Kept as stored: every non-F32 matrix is a view of its GGUF bytes (nothing dequantized), the
+// norms are fp32, the result validates, and a stored matrix of the wrong size is named.
+TEST(GgufModelTest, KeepsQuantizedMatricesAsStored) {
+  const std::string path = DefaultModelPath();
+  ASSERT_TRUE(std::filesystem::exists(path)) << path << " is missing: run scripts/setup.sh";
+  absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  absl::StatusOr<ModelWeights> weights = WeightsFromGguf(**file, {.keep_stored_types = true});
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  // 7 matrices per layer and the (tied) embedding table.
+  EXPECT_EQ(weights->stored.size(), 7u * 30 + 1);
+  EXPECT_TRUE(weights->layers[0].wq.empty());
+  EXPECT_EQ(weights->layers[0].attn_norm.size(), 576u);
+  const StoredMatrix& wq = weights->stored.at("layers.0.wq");
+  EXPECT_EQ(wq.dtype, kernels::DType::kQ4_1);
+  EXPECT_EQ(wq.data, (*file)->FindTensor("blk.0.attn_q.weight")->data);
+  EXPECT_EQ(wq.num_bytes, kernels::RowBytes(kernels::DType::kQ4_1, 576) * 576);
+  EXPECT_TRUE(weights->Validate().ok());
+  weights->stored.at("layers.3.w_up").num_bytes -= 20;
+  EXPECT_TRUE(Contains(weights->Validate(), "layers.3.w_up")) << weights->Validate();
+}
+
 }  // namespace
 }  // namespace kvserve
