@@ -16,6 +16,7 @@ APT_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   prometheus-cpp-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
   libxxhash-dev libopenblas-dev nlohmann-json3-dev libgloo-dev libclang-rt-14-dev
+  libboost-dev
   prometheus
 )
 missing=()
@@ -30,7 +31,8 @@ if ((${#missing[@]})); then
 fi
 
 # Python packages used by tests (stub generation, the GGUF reference reader).
-PY_PACKAGES=(numpy==2.4.6 gguf==0.19.0 grpcio==1.85.3 grpcio-tools==1.85.1 protobuf==7.36.2 PyYAML==6.0.3)
+PY_PACKAGES=(numpy==2.4.6 gguf==0.19.0 grpcio==1.85.3 grpcio-tools==1.85.1 protobuf==7.36.2 PyYAML==6.0.3
+            openai==3.51.0)
 if ! python3 - "${PY_PACKAGES[@]}" <<'PY' 2>/dev/null; then
 import sys
 from importlib.metadata import version

@@ -3,7 +3,10 @@
 //
 //   kvserve-worker --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0
 //
-// Prints "kvserve-worker grpc_port=N", "kvserve-worker metrics_port=N" and then
+// With --http_port it also serves the OpenAI-compatible HTTP API (docs/api.md).
+//
+// Prints "kvserve-worker grpc_port=N", "kvserve-worker metrics_port=N", with --http_port
+// "kvserve-worker http_port=N", and then
 // "kvserve-worker ready" on stdout once serving (port 0 picks a free port). SIGTERM or SIGINT
 // drains (see worker_server.h) and exits 0.
 #include <signal.h>
@@ -12,6 +15,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -48,6 +52,15 @@ ABSL_FLAG(int32_t, max_num_seqs, 64, "Sequences running at once");
 ABSL_FLAG(int32_t, max_num_batched_tokens, 512, "Tokens computed per engine step");
 ABSL_FLAG(std::string, listen, "127.0.0.1:50061", "gRPC host:port (port 0: any free port)");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9461", "/metrics host:port (0: any free port)");
+ABSL_FLAG(int32_t, http_port, -1,
+          "OpenAI-compatible HTTP API port on the host of --listen (-1: off; 0: any free port)");
+ABSL_FLAG(std::string, http_api_key, "",
+          "Bearer token the HTTP API requires (Authorization: Bearer <key>); empty: none");
+ABSL_FLAG(std::vector<std::string>, http_model_aliases, {},
+          "Comma-separated model names the HTTP API accepts besides the model's own name");
+ABSL_FLAG(int32_t, max_waiting_requests, 256,
+          "Requests waiting for the engine at most; more are refused (gRPC RESOURCE_EXHAUSTED, "
+          "HTTP 429)");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve TLS on --listen");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
 ABSL_FLAG(std::string, tls_ca, "", "PEM CA: require client certificates signed by it (mTLS)");
@@ -93,6 +106,10 @@ int Run() {
   options.tls_ca = absl::GetFlag(FLAGS_tls_ca);
   options.drain_timeout_s = absl::GetFlag(FLAGS_drain_timeout_s);
   options.worker_id = absl::GetFlag(FLAGS_worker_id);
+  options.max_waiting_requests = absl::GetFlag(FLAGS_max_waiting_requests);
+  options.http_port = absl::GetFlag(FLAGS_http_port);
+  options.http_api_key = absl::GetFlag(FLAGS_http_api_key);
+  options.http_model_aliases = absl::GetFlag(FLAGS_http_model_aliases);
   if (absl::Status s = options.Validate(); !s.ok()) return Fail(s);
 
   // Every thread started from here on inherits the blocked signals; main waits for them.
@@ -123,12 +140,14 @@ int Run() {
   }
 
   absl::StatusOr<std::unique_ptr<WorkerServer>> server =
-      WorkerServer::Start(options, std::move(model_runner), *std::move(tokenizer),
-                          created->config);
+      WorkerServer::Start(options, std::move(model_runner), *std::move(tokenizer), created->config);
   if (!server.ok()) return Fail(server.status());
   std::cout << "kvserve-worker grpc_port=" << (*server)->grpc_port() << "\n"
-            << "kvserve-worker metrics_port=" << (*server)->metrics_port() << "\n"
-            << "kvserve-worker worker_id=" << (*server)->worker_id() << "\n"
+            << "kvserve-worker metrics_port=" << (*server)->metrics_port() << "\n";
+  if ((*server)->http_port() >= 0) {
+    std::cout << "kvserve-worker http_port=" << (*server)->http_port() << "\n";
+  }
+  std::cout << "kvserve-worker worker_id=" << (*server)->worker_id() << "\n"
             << "kvserve-worker kv_blocks=" << (*server)->num_kv_blocks() << "\n"
             << "kvserve-worker ready" << std::endl;
 

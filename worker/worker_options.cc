@@ -66,6 +66,14 @@ absl::Status WorkerOptions::Validate() const {
   }
   if (absl::Status s = ValidateHostPort("listen", listen); !s.ok()) return s;
   if (absl::Status s = ValidateHostPort("metrics_listen", metrics_listen); !s.ok()) return s;
+  if (http_port < -1 || http_port > 65535) {
+    return FlagError("http_port",
+                     absl::StrCat("must be -1 (off) or in [0, 65535], got ", http_port));
+  }
+  if (max_waiting_requests < 1) {
+    return FlagError("max_waiting_requests",
+                     absl::StrCat("must be >= 1, got ", max_waiting_requests));
+  }
   if (tls_cert.empty() != tls_key.empty()) {
     return FlagError(tls_cert.empty() ? "tls_cert" : "tls_key",
                      "--tls_cert and --tls_key must be given together");

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -21,20 +22,26 @@
 namespace kvserve {
 
 struct WorkerOptions {
-  std::string model;                       // --model: GGUF path, HF directory or synthetic:...
-  int32_t block_size = 16;                 // --block_size: tokens per KV block
+  std::string model;        // --model: GGUF path, HF directory or synthetic:...
+  int32_t block_size = 16;  // --block_size: tokens per KV block
   // --kv_memory_bytes: KV pool budget; 0: what the device has left after a profiling step
   // (--gpu_memory_utilization).
   int64_t kv_memory_bytes = 256ll << 20;
-  int32_t max_num_seqs = 64;               // --max_num_seqs: running sequences per step
-  int32_t max_num_batched_tokens = 512;    // --max_num_batched_tokens: token budget per step
-  std::string listen = "127.0.0.1:50061";  // --listen: gRPC host:port
+  int32_t max_num_seqs = 64;                      // --max_num_seqs: running sequences per step
+  int32_t max_num_batched_tokens = 512;           // --max_num_batched_tokens: token budget per step
+  std::string listen = "127.0.0.1:50061";         // --listen: gRPC host:port
   std::string metrics_listen = "127.0.0.1:9461";  // --metrics_listen: /metrics host:port
   std::string tls_cert;                           // --tls_cert: PEM server certificate chain
   std::string tls_key;                            // --tls_key: PEM private key
   std::string tls_ca;                             // --tls_ca: PEM CA for client certificates (mTLS)
-  double drain_timeout_s = 30.0;  // --drain_timeout_s: SIGTERM grace for in-flight work
-  std::string worker_id;          // --worker_id: empty = the bound host:port
+  double drain_timeout_s = 30.0;       // --drain_timeout_s: SIGTERM grace for in-flight work
+  std::string worker_id;               // --worker_id: empty = the bound host:port
+  int32_t max_waiting_requests = 256;  // --max_waiting_requests: queued past it -> refused
+  // --http_port: the OpenAI-compatible HTTP API on the host of --listen; -1: off, 0: any free
+  // port.
+  int32_t http_port = -1;
+  std::string http_api_key;                     // --http_api_key: bearer token HTTP needs
+  std::vector<std::string> http_model_aliases;  // --http_model_aliases: other model names
 
   // OK, or INVALID_ARGUMENT whose message starts with the flag, e.g.
   // "--block_size: must be a power of two in [1, 256], got 12".

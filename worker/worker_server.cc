@@ -50,6 +50,7 @@ EngineOptions ToEngineOptions(const WorkerOptions& options) {
   engine.max_num_seqs = options.max_num_seqs;
   engine.max_num_batched_tokens = options.max_num_batched_tokens;
   engine.max_n = std::min(engine.max_n, options.max_num_seqs);
+  engine.max_waiting_requests = options.max_waiting_requests;
   return engine;
 }
 
@@ -112,7 +113,40 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   server->exposer_->RegisterCollectable(server->metrics_);
   const std::vector<int> ports = server->exposer_->GetListeningPorts();
   server->metrics_port_ = ports.empty() ? 0 : ports.front();
+  if (options.http_port >= 0) {
+    if (absl::Status s = server->StartHttp(options); !s.ok()) return s;
+  }
   return server;
+}
+
+absl::Status WorkerServer::StartHttp(const WorkerOptions& options) {
+  http_metrics_ = std::make_shared<HttpMetrics>();
+  exposer_->RegisterCollectable(http_metrics_);
+  http_backend_ = std::make_unique<WorkerHttpBackend>(
+      context_.get(), [this] { return serving(); }, options.http_api_key);
+  http_front_end_ = std::make_unique<OpenAiFrontEnd>(
+      http_backend_.get(), OpenAiFrontEndOptions{.model_aliases = options.http_model_aliases});
+  HttpServerOptions http;
+  http.host = options.listen.substr(0, options.listen.rfind(':'));
+  http.port = options.http_port;
+  absl::StatusOr<std::unique_ptr<HttpServer>> started = HttpServer::Start(
+      http,
+      [front_end = http_front_end_.get()](HttpRequest request,
+                                          std::shared_ptr<HttpExchange> exchange) {
+        front_end->Handle(std::move(request), std::move(exchange));
+      },
+      http_metrics_.get());
+  if (!started.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--http_port: ", started.status().message()));
+  }
+  http_server_ = *std::move(started);
+  http_port_ = http_server_->port();
+  return absl::OkStatus();
+}
+
+bool WorkerServer::serving() {
+  absl::MutexLock lock(&health_mu_);
+  return health_ready_ && !engine_failed_ && !context_->draining();
 }
 
 void WorkerServer::OnEngineFailed() {
@@ -135,6 +169,7 @@ bool WorkerServer::Drain(absl::Duration timeout) {
   engine_->Shutdown();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server_->Wait();
+  if (http_server_ != nullptr) http_server_->Stop();
   return idle;
 }
 

@@ -3,6 +3,9 @@
 // and server reflection on the gRPC port, and the Prometheus exposer on the metrics port.
 // main() and the in-process service tests build it the same way; only the ModelRunner differs.
 //
+// With --http_port, the OpenAI-compatible HTTP API (http/openai_front_end.h) is served on the
+// host of --listen through WorkerHttpBackend, with its metrics on the metrics port.
+//
 // Health: "" and the service names kvserve.v1.Generation and kvserve.v1.Worker are SERVING
 // until the worker drains or its engine fails (a runner error: then every in-flight request has
 // ended with INTERNAL, new ones get UNAVAILABLE, and StreamStatus says `failed`).
@@ -23,11 +26,15 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "http/http_metrics.h"
+#include "http/http_server.h"
+#include "http/openai_front_end.h"
 #include "model/model_config.h"
 #include "model/tokenizer.h"
 #include "prometheus/exposer.h"
 #include "worker/engine.h"
 #include "worker/generation_service.h"
+#include "worker/http_backend.h"
 #include "worker/metrics.h"
 #include "worker/model_runner.h"
 #include "worker/serving_context.h"
@@ -53,6 +60,10 @@ class WorkerServer {
 
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
+  // The OpenAI-compatible HTTP port; -1 when --http_port is off.
+  int http_port() const { return http_port_; }
+  // Ready, not draining, engine healthy: what /health and grpc.health.v1 say.
+  bool serving();
   const std::string& worker_id() const { return worker_id_; }
   // Usable KV blocks of the pool (sized at start-up; also the kvserve_kv_blocks gauge).
   int32_t num_kv_blocks() const;
@@ -65,6 +76,8 @@ class WorkerServer {
 
  private:
   WorkerServer() = default;
+  // The HTTP server of --http_port, its front end and backend.
+  absl::Status StartHttp(const WorkerOptions& options);
   // The engine's failure listener (engine thread): health NOT_SERVING.
   void OnEngineFailed();
 
@@ -76,9 +89,14 @@ class WorkerServer {
   std::unique_ptr<WorkerService> worker_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::shared_ptr<HttpMetrics> http_metrics_;
+  std::unique_ptr<WorkerHttpBackend> http_backend_;
+  std::unique_ptr<OpenAiFrontEnd> http_front_end_;
+  std::unique_ptr<HttpServer> http_server_;  // stopped before the engine goes
   std::string worker_id_;
   int grpc_port_ = 0;
   int metrics_port_ = 0;
+  int http_port_ = -1;
   bool drained_ = false;
   absl::Mutex health_mu_;
   bool health_ready_ ABSL_GUARDED_BY(health_mu_) = false;  // server_ built and started

@@ -61,6 +61,7 @@ class Worker:
         self.process = None
         self.grpc_port = None
         self.metrics_port = None
+        self.http_port = None  # with --http_port
         self.output = []  # every stdout line, for failure messages
         self._ready = threading.Event()
 
@@ -78,7 +79,7 @@ class Worker:
     def _read_output(self):
         for line in self.process.stdout:
             self.output.append(line.rstrip("\n"))
-            match = re.match(r"kvserve-worker (grpc|metrics)_port=(\d+)", line)
+            match = re.match(r"kvserve-worker (grpc|metrics|http)_port=(\d+)", line)
             if match:
                 setattr(self, f"{match.group(1)}_port", int(match.group(2)))
             if line.startswith("kvserve-worker ready"):

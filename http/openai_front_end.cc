@@ -1,0 +1,186 @@
+#include "http/openai_front_end.h"
+
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "http/completion_call.h"
+#include "http/error_mapping.h"
+#include "http/openai_response.h"
+
+namespace kvserve {
+namespace {
+
+namespace v1 = ::kvserve::v1;
+using Json = nlohmann::json;
+
+constexpr char kJson[] = "application/json";
+
+// The call context of an HTTP request: bearer token, peer, and the deadline of
+// X-Request-Timeout-Ms. INVALID_ARGUMENT for a malformed timeout header.
+absl::StatusOr<CallContext> ContextOf(const HttpRequest& request) {
+  CallContext call;
+  call.peer = request.peer;
+  const absl::string_view authorization = request.Header("authorization");
+  if (absl::StartsWithIgnoreCase(authorization, "bearer ")) {
+    call.bearer_token = std::string(absl::StripAsciiWhitespace(authorization.substr(7)));
+  }
+  const absl::string_view timeout = request.Header("x-request-timeout-ms");
+  if (!timeout.empty()) {
+    int64_t timeout_ms = 0;
+    if (!absl::SimpleAtoi(timeout, &timeout_ms) || timeout_ms <= 0) {
+      return absl::InvalidArgumentError(
+          "X-Request-Timeout-Ms: must be a positive integer of milliseconds");
+    }
+    call.deadline = absl::Now() + absl::Milliseconds(timeout_ms);
+  }
+  return call;
+}
+
+}  // namespace
+
+void RespondError(HttpExchange& exchange, const absl::Status& status,
+                  absl::string_view input_field) {
+  const HttpError error = ToHttpError(status, input_field);
+  exchange.Respond(error.http_status, kJson, ErrorJson(error));
+}
+
+OpenAiFrontEnd::OpenAiFrontEnd(GenerationBackend* backend, OpenAiFrontEndOptions options)
+    : backend_(backend), options_(std::move(options)) {}
+
+absl::StatusOr<OpenAiMappingOptions> OpenAiFrontEnd::MappingOptions(const CallContext& call) {
+  absl::StatusOr<v1::ModelInfo> info = backend_->GetModelInfo(call, "");
+  if (!info.ok()) return info.status();
+  OpenAiMappingOptions mapping;
+  mapping.served_model = info->name();
+  mapping.aliases = options_.model_aliases;
+  mapping.default_completion_max_tokens = options_.default_completion_max_tokens;
+  return mapping;
+}
+
+void OpenAiFrontEnd::Handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) {
+  const std::string& path = request.path;
+  if (path == "/health") {
+    if (request.method != "GET") {
+      RespondError(*exchange, absl::InvalidArgumentError("method: /health takes GET"));
+      return;
+    }
+    const bool serving = backend_->Serving();
+    exchange->Respond(serving ? 200 : 503, kJson,
+                      serving ? R"({"status":"serving"})" : R"({"status":"not serving"})");
+    return;
+  }
+  const bool post_route = path == "/v1/completions" || path == "/v1/chat/completions" ||
+                          path == "/tokenize" || path == "/detokenize";
+  if (!post_route && path != "/v1/models") {
+    HttpError error;
+    error.http_status = 404;
+    error.type = "invalid_request_error";
+    error.message = absl::StrCat("no route ", path);
+    exchange->Respond(404, kJson, ErrorJson(error));
+    return;
+  }
+  if (request.method != (post_route ? "POST" : "GET")) {
+    HttpError error;
+    error.http_status = 405;
+    error.type = "invalid_request_error";
+    error.message = absl::StrCat(path, " takes ", post_route ? "POST" : "GET");
+    exchange->Respond(405, kJson, ErrorJson(error));
+    return;
+  }
+  absl::StatusOr<CallContext> call = ContextOf(request);
+  if (!call.ok()) {
+    RespondError(*exchange, call.status());
+    return;
+  }
+  if (absl::Status s = backend_->Authenticate(*call); !s.ok()) {
+    RespondError(*exchange, s);
+    return;
+  }
+  if (path == "/v1/models") {
+    Models(*call, *exchange);
+  } else if (path == "/tokenize") {
+    Tokenize(*call, request, *exchange);
+  } else if (path == "/detokenize") {
+    Detokenize(*call, request, *exchange);
+  } else {
+    Generate(
+        path == "/v1/completions" ? OpenAiEndpoint::kCompletions : OpenAiEndpoint::kChatCompletions,
+        *call, request, std::move(exchange));
+  }
+}
+
+void OpenAiFrontEnd::Models(const CallContext& call, HttpExchange& exchange) {
+  absl::StatusOr<v1::ModelInfo> info = backend_->GetModelInfo(call, "");
+  if (!info.ok()) {
+    RespondError(exchange, info.status());
+    return;
+  }
+  Json data = Json::array();
+  std::vector<std::string> names = {info->name()};
+  names.insert(names.end(), options_.model_aliases.begin(), options_.model_aliases.end());
+  for (const std::string& name : names) {
+    data.push_back({{"id", name},
+                    {"object", "model"},
+                    {"created", 0},
+                    {"owned_by", "kvserve"},
+                    {"root", info->name()},
+                    {"max_model_len", info->pool_limited_context_length()}});
+  }
+  exchange.Respond(200, kJson, DumpJson({{"object", "list"}, {"data", data}}));
+}
+
+void OpenAiFrontEnd::Tokenize(const CallContext& call, const HttpRequest& request,
+                              HttpExchange& exchange) {
+  absl::StatusOr<OpenAiMappingOptions> mapping = MappingOptions(call);
+  if (!mapping.ok()) return RespondError(exchange, mapping.status());
+  absl::StatusOr<v1::TokenizeRequest> parsed = ParseTokenizeRequest(request.body, *mapping);
+  if (!parsed.ok()) return RespondError(exchange, parsed.status());
+  absl::StatusOr<v1::TokenizeResponse> response = backend_->Tokenize(call, *parsed);
+  if (!response.ok()) {
+    return RespondError(exchange, response.status(), parsed->has_chat() ? "messages" : "prompt");
+  }
+  absl::StatusOr<v1::ModelInfo> info = backend_->GetModelInfo(call, "");
+  Json body;
+  body["tokens"] =
+      Json(std::vector<int32_t>(response->token_ids().begin(), response->token_ids().end()));
+  body["count"] = response->token_ids_size();
+  body["max_model_len"] = info.ok() ? info->pool_limited_context_length() : 0;
+  exchange.Respond(200, kJson, DumpJson(body));
+}
+
+void OpenAiFrontEnd::Detokenize(const CallContext& call, const HttpRequest& request,
+                                HttpExchange& exchange) {
+  absl::StatusOr<OpenAiMappingOptions> mapping = MappingOptions(call);
+  if (!mapping.ok()) return RespondError(exchange, mapping.status());
+  absl::StatusOr<v1::DetokenizeRequest> parsed = ParseDetokenizeRequest(request.body, *mapping);
+  if (!parsed.ok()) return RespondError(exchange, parsed.status());
+  absl::StatusOr<v1::DetokenizeResponse> response = backend_->Detokenize(call, *parsed);
+  if (!response.ok()) return RespondError(exchange, response.status());
+  exchange.Respond(200, kJson, DumpJson({{"prompt", response->text()}}));
+}
+
+void OpenAiFrontEnd::Generate(OpenAiEndpoint endpoint, const CallContext& call,
+                              const HttpRequest& request, std::shared_ptr<HttpExchange> exchange) {
+  const absl::string_view input_field =
+      endpoint == OpenAiEndpoint::kChatCompletions ? "messages" : "prompt";
+  absl::StatusOr<OpenAiMappingOptions> mapping = MappingOptions(call);
+  if (!mapping.ok()) return RespondError(*exchange, mapping.status(), input_field);
+  absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(endpoint, request.body, *mapping);
+  if (!parsed.ok()) return RespondError(*exchange, parsed.status(), input_field);
+  const std::string request_id(request.Header("x-request-id"));
+  static std::atomic<uint64_t> next_id{1};
+  const std::string response_id =
+      request_id.empty() ? absl::StrCat(absl::ToUnixMicros(absl::Now()), "-", next_id++)
+                         : request_id;
+  for (v1::GenerateRequest& prompt : parsed->requests) prompt.set_request_id(request_id);
+  std::string model = parsed->model.empty() ? mapping->served_model : parsed->model;
+  auto call_state = std::make_shared<CompletionCall>(*std::move(parsed), std::move(model),
+                                                     response_id, std::move(exchange));
+  call_state->Start(backend_, call);
+}
+
+}  // namespace kvserve

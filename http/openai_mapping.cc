@@ -1,0 +1,484 @@
+#include "http/openai_mapping.h"
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+
+namespace kvserve {
+namespace {
+
+namespace v1 = ::kvserve::v1;
+using Json = nlohmann::json;
+
+absl::Status Invalid(absl::string_view field, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", message));
+}
+
+const char* TypeName(const Json& value) {
+  if (value.is_number_integer()) return "integer";
+  return value.type_name();  // "null", "boolean", "string", "array", "object", "number"
+}
+
+absl::Status WrongType(absl::string_view field, absl::string_view expected, const Json& value) {
+  return Invalid(field, absl::StrCat("must be ", expected, ", got ", TypeName(value)));
+}
+
+absl::StatusOr<Json> ParseBody(absl::string_view body) {
+  Json json = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) {
+    // Parse again for the parser's message (byte position, invalid UTF-8, ...); no exception
+    // leaves this function.
+    try {
+      const Json ignored = Json::parse(body.begin(), body.end());
+      (void)ignored;
+    } catch (const Json::parse_error& e) {
+      return Invalid("body", absl::StrCat("not valid JSON: ", e.what()));
+    }
+    return Invalid("body", "not valid JSON");
+  }
+  if (!json.is_object()) return WrongType("body", "a JSON object", json);
+  return json;
+}
+
+// Typed access to the fields of a request object; null counts as absent.
+class Fields {
+ public:
+  explicit Fields(const Json& object) : object_(object) {}
+
+  const Json* Find(const char* name) const {
+    auto it = object_.find(name);
+    if (it == object_.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+
+  absl::Status String(const char* name, std::optional<std::string>* out) const {
+    const Json* value = Find(name);
+    if (value == nullptr) return absl::OkStatus();
+    if (!value->is_string()) return WrongType(name, "a string", *value);
+    *out = value->get<std::string>();
+    return absl::OkStatus();
+  }
+
+  absl::Status Bool(const char* name, std::optional<bool>* out) const {
+    const Json* value = Find(name);
+    if (value == nullptr) return absl::OkStatus();
+    if (!value->is_boolean()) return WrongType(name, "a boolean", *value);
+    *out = value->get<bool>();
+    return absl::OkStatus();
+  }
+
+  absl::Status Number(const char* name, std::optional<double>* out) const {
+    const Json* value = Find(name);
+    if (value == nullptr) return absl::OkStatus();
+    if (!value->is_number()) return WrongType(name, "a number", *value);
+    *out = value->get<double>();
+    return absl::OkStatus();
+  }
+
+  absl::Status Int64(const char* name, std::optional<int64_t>* out) const {
+    const Json* value = Find(name);
+    if (value == nullptr) return absl::OkStatus();
+    if (value->is_number_unsigned() &&
+        value->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return Invalid(name, "integer out of range");
+    }
+    if (!value->is_number_integer()) return WrongType(name, "an integer", *value);
+    *out = value->get<int64_t>();
+    return absl::OkStatus();
+  }
+
+  // An integer that fits int32; range rules beyond that are the validation library's.
+  absl::Status Int32(const char* name, std::optional<int32_t>* out) const {
+    std::optional<int64_t> wide;
+    if (absl::Status s = Int64(name, &wide); !s.ok()) return s;
+    if (!wide.has_value()) return absl::OkStatus();
+    if (*wide < std::numeric_limits<int32_t>::min() ||
+        *wide > std::numeric_limits<int32_t>::max()) {
+      return Invalid(name, absl::StrCat("integer out of range, got ", *wide));
+    }
+    *out = static_cast<int32_t>(*wide);
+    return absl::OkStatus();
+  }
+
+ private:
+  const Json& object_;
+};
+
+// float fields of SamplingParams: a JSON number that overflows float stays visible as inf, which
+// validation refuses.
+float ToFloat(double value) { return static_cast<float>(value); }
+
+absl::StatusOr<std::vector<int32_t>> TokenIds(const Json& array, absl::string_view field) {
+  std::vector<int32_t> ids;
+  ids.reserve(array.size());
+  for (size_t i = 0; i < array.size(); ++i) {
+    const Json& id = array[i];
+    const std::string path = absl::StrCat(field, "[", i, "]");
+    if (!id.is_number_integer()) return WrongType(path, "an integer token id", id);
+    const int64_t value = id.get<int64_t>();
+    if (value < std::numeric_limits<int32_t>::min() ||
+        value > std::numeric_limits<int32_t>::max() ||
+        (id.is_number_unsigned() &&
+         id.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int32_t>::max()))) {
+      return Invalid(path, absl::StrCat("token id out of range, got ", id.dump()));
+    }
+    ids.push_back(static_cast<int32_t>(value));
+  }
+  return ids;
+}
+
+// The prompts of a completions request, each as a GenerateRequest with only its input set.
+absl::StatusOr<std::vector<v1::GenerateRequest>> Prompts(const Fields& fields) {
+  const Json* prompt = fields.Find("prompt");
+  if (prompt == nullptr) return Invalid("prompt", "is required");
+  std::vector<v1::GenerateRequest> requests;
+  if (prompt->is_string()) {
+    requests.emplace_back().set_prompt(prompt->get<std::string>());
+    return requests;
+  }
+  if (!prompt->is_array()) {
+    return WrongType("prompt", "a string, a list of strings or a list of token ids", *prompt);
+  }
+  if (prompt->empty()) return Invalid("prompt", "must not be empty");
+  const Json& first = (*prompt)[0];
+  if (first.is_number_integer()) {  // one prompt as token ids
+    absl::StatusOr<std::vector<int32_t>> ids = TokenIds(*prompt, "prompt");
+    if (!ids.ok()) return ids.status();
+    requests.emplace_back().mutable_prompt_token_ids()->mutable_ids()->Add(ids->begin(),
+                                                                           ids->end());
+    return requests;
+  }
+  for (size_t i = 0; i < prompt->size(); ++i) {  // a batch of prompts
+    const Json& item = (*prompt)[i];
+    const std::string path = absl::StrCat("prompt[", i, "]");
+    if (item.is_string()) {
+      requests.emplace_back().set_prompt(item.get<std::string>());
+    } else if (item.is_array()) {
+      absl::StatusOr<std::vector<int32_t>> ids = TokenIds(item, path);
+      if (!ids.ok()) return ids.status();
+      requests.emplace_back().mutable_prompt_token_ids()->mutable_ids()->Add(ids->begin(),
+                                                                             ids->end());
+    } else {
+      return WrongType(path, "a string or a list of token ids", item);
+    }
+  }
+  return requests;
+}
+
+absl::StatusOr<v1::ChatConversation> Messages(const Json* messages) {
+  if (messages == nullptr) return Invalid("messages", "is required");
+  if (!messages->is_array()) return WrongType("messages", "a list", *messages);
+  v1::ChatConversation chat;
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const Json& message = (*messages)[i];
+    const std::string path = absl::StrCat("messages[", i, "]");
+    if (!message.is_object()) return WrongType(path, "an object", message);
+    Fields fields(message);
+    std::optional<std::string> role;
+    if (absl::Status s = fields.String("role", &role); !s.ok()) {
+      return Invalid(absl::StrCat(path, ".role"), "must be a string");
+    }
+    if (!role.has_value()) return Invalid(absl::StrCat(path, ".role"), "is required");
+    v1::ChatMessage* out = chat.add_messages();
+    out->set_role(*role);
+    const Json* content = fields.Find("content");
+    if (content == nullptr) continue;  // e.g. an assistant turn with no text
+    if (content->is_string()) {
+      out->set_content(content->get<std::string>());
+      continue;
+    }
+    if (!content->is_array()) {
+      return WrongType(absl::StrCat(path, ".content"), "a string or a list of parts", *content);
+    }
+    for (size_t k = 0; k < content->size(); ++k) {
+      const Json& part = (*content)[k];
+      const std::string part_path = absl::StrCat(path, ".content[", k, "]");
+      if (!part.is_object()) return WrongType(part_path, "an object", part);
+      auto type = part.find("type");
+      auto text = part.find("text");
+      if (type == part.end() || !type->is_string() || type->get<std::string>() != "text") {
+        return Invalid(absl::StrCat(part_path, ".type"), "only \"text\" parts are supported");
+      }
+      if (text == part.end() || !text->is_string()) {
+        return Invalid(absl::StrCat(part_path, ".text"), "must be a string");
+      }
+      out->mutable_content()->append(text->get<std::string>());
+    }
+  }
+  return chat;
+}
+
+// Fields kvserve does not implement: refused when set to anything but their neutral value.
+absl::Status Unsupported(const Fields& fields, int32_t n) {
+  std::optional<bool> echo;
+  if (absl::Status s = fields.Bool("echo", &echo); !s.ok()) return s;
+  if (echo.value_or(false)) return Invalid("echo", "is not supported");
+  std::optional<int32_t> best_of;
+  if (absl::Status s = fields.Int32("best_of", &best_of); !s.ok()) return s;
+  if (best_of.has_value() && *best_of != n && *best_of != 1) {
+    return Invalid("best_of", "is not supported (use n)");
+  }
+  std::optional<std::string> suffix;
+  if (absl::Status s = fields.String("suffix", &suffix); !s.ok()) return s;
+  if (suffix.has_value() && !suffix->empty()) return Invalid("suffix", "is not supported");
+  if (const Json* bias = fields.Find("logit_bias"); bias != nullptr && !bias->empty()) {
+    return Invalid("logit_bias", "is not supported");
+  }
+  for (const char* name : {"tools", "functions"}) {
+    if (const Json* tools = fields.Find(name); tools != nullptr && !tools->empty()) {
+      return Invalid(name, "is not supported");
+    }
+  }
+  if (const Json* format = fields.Find("response_format"); format != nullptr) {
+    auto type = format->is_object() ? format->find("type") : format->end();
+    if (!format->is_object() || type == format->end() || !type->is_string() ||
+        type->get<std::string>() != "text") {
+      return Invalid("response_format", "only {\"type\": \"text\"} is supported");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Stop(const Fields& fields, v1::SamplingParams* sampling) {
+  const Json* stop = fields.Find("stop");
+  if (stop == nullptr) return absl::OkStatus();
+  if (stop->is_string()) {
+    sampling->add_stop(stop->get<std::string>());
+    return absl::OkStatus();
+  }
+  if (!stop->is_array()) return WrongType("stop", "a string or a list of strings", *stop);
+  for (size_t i = 0; i < stop->size(); ++i) {
+    if (!(*stop)[i].is_string()) {
+      return WrongType(absl::StrCat("stop[", i, "]"), "a string", (*stop)[i]);
+    }
+    sampling->add_stop((*stop)[i].get<std::string>());
+  }
+  return absl::OkStatus();
+}
+
+// Everything of SamplingParams, plus the parts of OpenAiRequest that shape the response.
+absl::Status Sampling(OpenAiEndpoint endpoint, const Fields& fields,
+                      const OpenAiMappingOptions& options, v1::SamplingParams* sampling,
+                      OpenAiRequest* out) {
+  std::optional<double> number;
+  std::optional<int32_t> integer;
+  std::optional<bool> flag;
+#define KVSERVE_TRY(expr) \
+  if (absl::Status s = (expr); !s.ok()) return s
+  KVSERVE_TRY(fields.Number("temperature", &number));
+  if (number) sampling->set_temperature(ToFloat(*number));
+  number.reset();
+  KVSERVE_TRY(fields.Number("top_p", &number));
+  if (number) sampling->set_top_p(ToFloat(*number));
+  number.reset();
+  KVSERVE_TRY(fields.Int32("top_k", &integer));
+  if (integer) sampling->set_top_k(*integer == -1 ? 0 : *integer);  // vLLM: -1 = off
+  integer.reset();
+  KVSERVE_TRY(fields.Number("min_p", &number));
+  if (number) sampling->set_min_p(ToFloat(*number));
+  number.reset();
+  KVSERVE_TRY(fields.Number("presence_penalty", &number));
+  if (number) sampling->set_presence_penalty(ToFloat(*number));
+  number.reset();
+  KVSERVE_TRY(fields.Number("frequency_penalty", &number));
+  if (number) sampling->set_frequency_penalty(ToFloat(*number));
+  number.reset();
+  KVSERVE_TRY(fields.Number("repetition_penalty", &number));
+  if (number) sampling->set_repetition_penalty(ToFloat(*number));
+  number.reset();
+
+  KVSERVE_TRY(fields.Int32("n", &integer));
+  if (integer) {
+    // 0 would mean "default" in the proto; OpenAI refuses it.
+    if (*integer < 1) return Invalid("n", absl::StrCat("must be >= 1, got ", *integer));
+    sampling->set_n(*integer);
+    out->n = *integer;
+  }
+  integer.reset();
+
+  // max_completion_tokens is the newer name of max_tokens in chat.
+  const char* length_field = "max_tokens";
+  KVSERVE_TRY(fields.Int32("max_tokens", &integer));
+  if (endpoint == OpenAiEndpoint::kChatCompletions && !integer.has_value()) {
+    KVSERVE_TRY(fields.Int32("max_completion_tokens", &integer));
+    length_field = "max_completion_tokens";
+  }
+  if (integer) {
+    // 0 would mean "to the end of the context" in the proto; OpenAI refuses it.
+    if (*integer < 1) return Invalid(length_field, absl::StrCat("must be >= 1, got ", *integer));
+    sampling->set_max_tokens(*integer);
+  } else if (endpoint == OpenAiEndpoint::kCompletions) {
+    sampling->set_max_tokens(options.default_completion_max_tokens);
+  }
+  integer.reset();
+
+  KVSERVE_TRY(Stop(fields, sampling));
+  if (const Json* ids = fields.Find("stop_token_ids"); ids != nullptr) {
+    if (!ids->is_array()) return WrongType("stop_token_ids", "a list of token ids", *ids);
+    absl::StatusOr<std::vector<int32_t>> parsed = TokenIds(*ids, "stop_token_ids");
+    if (!parsed.ok()) return parsed.status();
+    sampling->mutable_stop_token_ids()->Add(parsed->begin(), parsed->end());
+  }
+
+  std::optional<int64_t> seed;
+  KVSERVE_TRY(fields.Int64("seed", &seed));
+  if (seed) sampling->set_seed(static_cast<uint64_t>(*seed));  // negative: its bit pattern
+
+  KVSERVE_TRY(fields.Bool("ignore_eos", &flag));
+  sampling->set_ignore_eos(flag.value_or(false));
+  flag.reset();
+  KVSERVE_TRY(fields.Bool("include_stop_str_in_output", &flag));
+  sampling->set_include_stop_str_in_output(flag.value_or(false));
+  flag.reset();
+  KVSERVE_TRY(fields.Bool("skip_special_tokens", &flag));
+  sampling->set_detokenize_special_tokens(!flag.value_or(true));
+  flag.reset();
+
+  if (endpoint == OpenAiEndpoint::kCompletions) {
+    KVSERVE_TRY(fields.Int32("logprobs", &integer));
+    if (integer) {
+      sampling->set_logprobs(*integer);
+      out->logprobs = true;
+      out->top_logprobs = *integer;
+    }
+  } else {
+    KVSERVE_TRY(fields.Bool("logprobs", &flag));
+    KVSERVE_TRY(fields.Int32("top_logprobs", &integer));
+    if (integer && !flag.value_or(false)) {
+      return Invalid("top_logprobs", "needs logprobs: true");
+    }
+    if (flag.value_or(false)) {
+      sampling->set_logprobs(integer.value_or(0));
+      out->logprobs = true;
+      out->top_logprobs = integer.value_or(0);
+    }
+  }
+#undef KVSERVE_TRY
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string ResolveModelName(absl::string_view model, const OpenAiMappingOptions& options) {
+  for (const std::string& alias : options.aliases) {
+    if (model == alias) return options.served_model;
+  }
+  return std::string(model);
+}
+
+absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, absl::string_view body,
+                                                 const OpenAiMappingOptions& options) {
+  absl::StatusOr<Json> json = ParseBody(body);
+  if (!json.ok()) return json.status();
+  const Fields fields(*json);
+  OpenAiRequest out;
+  out.endpoint = endpoint;
+
+  std::optional<std::string> model;
+  if (absl::Status s = fields.String("model", &model); !s.ok()) return s;
+  out.model = model.value_or("");
+
+  std::vector<v1::GenerateRequest> requests;
+  if (endpoint == OpenAiEndpoint::kCompletions) {
+    absl::StatusOr<std::vector<v1::GenerateRequest>> prompts = Prompts(fields);
+    if (!prompts.ok()) return prompts.status();
+    requests = *std::move(prompts);
+  } else {
+    absl::StatusOr<v1::ChatConversation> chat = Messages(fields.Find("messages"));
+    if (!chat.ok()) return chat.status();
+    *requests.emplace_back().mutable_chat() = *std::move(chat);
+  }
+
+  v1::GenerateRequest common;
+  common.set_model(ResolveModelName(out.model, options));
+  if (absl::Status s = Sampling(endpoint, fields, options, common.mutable_sampling(), &out);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = Unsupported(fields, out.n); !s.ok()) return s;
+  std::optional<int32_t> priority;
+  if (absl::Status s = fields.Int32("priority", &priority); !s.ok()) return s;
+  common.set_priority(priority.value_or(0));
+  std::optional<std::string> user;  // accepted for compatibility; kvserve does not use it
+  if (absl::Status s = fields.String("user", &user); !s.ok()) return s;
+  std::optional<bool> flag;
+  if (absl::Status s = fields.Bool("add_special_tokens", &flag); !s.ok()) return s;
+  if (flag) common.set_add_special_tokens(*flag);
+  flag.reset();
+  if (endpoint == OpenAiEndpoint::kChatCompletions) {
+    if (absl::Status s = fields.Bool("add_generation_prompt", &flag); !s.ok()) return s;
+    if (flag) common.set_add_generation_prompt(*flag);
+    flag.reset();
+  }
+  std::optional<bool> stream;
+  if (absl::Status s = fields.Bool("stream", &stream); !s.ok()) return s;
+  out.stream = stream.value_or(false);
+  if (const Json* stream_options = fields.Find("stream_options"); stream_options != nullptr) {
+    if (!stream_options->is_object()) {
+      return WrongType("stream_options", "an object", *stream_options);
+    }
+    std::optional<bool> include_usage;
+    if (absl::Status s = Fields(*stream_options).Bool("include_usage", &include_usage); !s.ok()) {
+      return Invalid("stream_options.include_usage", "must be a boolean");
+    }
+    out.include_usage = include_usage.value_or(false);
+  }
+
+  for (v1::GenerateRequest& request : requests) {
+    v1::GenerateRequest merged = common;
+    merged.MergeFrom(request);
+    out.requests.push_back(std::move(merged));
+  }
+  return out;
+}
+
+absl::StatusOr<v1::TokenizeRequest> ParseTokenizeRequest(absl::string_view body,
+                                                         const OpenAiMappingOptions& options) {
+  absl::StatusOr<Json> json = ParseBody(body);
+  if (!json.ok()) return json.status();
+  const Fields fields(*json);
+  v1::TokenizeRequest request;
+  std::optional<std::string> model;
+  if (absl::Status s = fields.String("model", &model); !s.ok()) return s;
+  request.set_model(ResolveModelName(model.value_or(""), options));
+  if (fields.Find("messages") != nullptr) {
+    absl::StatusOr<v1::ChatConversation> chat = Messages(fields.Find("messages"));
+    if (!chat.ok()) return chat.status();
+    *request.mutable_chat() = *std::move(chat);
+  } else {
+    std::optional<std::string> prompt;
+    if (absl::Status s = fields.String("prompt", &prompt); !s.ok()) return s;
+    if (!prompt.has_value()) return Invalid("prompt", "prompt or messages is required");
+    request.set_prompt(*prompt);
+  }
+  std::optional<bool> flag;
+  if (absl::Status s = fields.Bool("add_special_tokens", &flag); !s.ok()) return s;
+  if (flag) request.set_add_special_tokens(*flag);
+  flag.reset();
+  if (absl::Status s = fields.Bool("add_generation_prompt", &flag); !s.ok()) return s;
+  if (flag) request.set_add_generation_prompt(*flag);
+  return request;
+}
+
+absl::StatusOr<v1::DetokenizeRequest> ParseDetokenizeRequest(absl::string_view body,
+                                                             const OpenAiMappingOptions& options) {
+  absl::StatusOr<Json> json = ParseBody(body);
+  if (!json.ok()) return json.status();
+  const Fields fields(*json);
+  v1::DetokenizeRequest request;
+  std::optional<std::string> model;
+  if (absl::Status s = fields.String("model", &model); !s.ok()) return s;
+  request.set_model(ResolveModelName(model.value_or(""), options));
+  const Json* tokens = fields.Find("tokens");
+  if (tokens == nullptr) return Invalid("tokens", "is required");
+  if (!tokens->is_array()) return WrongType("tokens", "a list of token ids", *tokens);
+  absl::StatusOr<std::vector<int32_t>> ids = TokenIds(*tokens, "tokens");
+  if (!ids.ok()) return ids.status();
+  request.mutable_token_ids()->Add(ids->begin(), ids->end());
+  return request;
+}
+
+}  // namespace kvserve

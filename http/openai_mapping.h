@@ -1,0 +1,70 @@
+// OpenAI request JSON -> kvserve.v1 requests: the parsing half of the OpenAI-compatible API.
+//
+// The parser checks JSON syntax and each field's JSON type and refuses what kvserve does not
+// do (echo, best_of > n, suffix, logit_bias, tools, response formats other than text) with
+// INVALID_ARGUMENT "<field>: ..." naming the OpenAI field. Value ranges are NOT checked here:
+// they are the validation library's (api/request_validation.h), which the backend applies to
+// the GenerateRequest exactly as for gRPC, so both APIs answer a rule the same way.
+//
+// Field mapping (docs/api.md has the table): prompt (string, list of strings, token ids, list
+// of token-id lists; one GenerateRequest per prompt), messages (content: string or text parts),
+// max_tokens / max_completion_tokens, temperature, top_p, top_k (-1: off), min_p, n, stop
+// (string or list), stop_token_ids, seed, presence / frequency / repetition penalties,
+// logprobs (completions: int; chat: bool + top_logprobs), ignore_eos, include_stop_str_in_output,
+// skip_special_tokens, add_special_tokens, add_generation_prompt, user (accepted, unused),
+// priority, stream, stream_options.include_usage. Unknown fields are ignored, as OpenAI does.
+// /v1/completions without max_tokens generates 16 tokens (OpenAI's default); chat without it
+// runs to the end of the context.
+//
+// Thread-safety: pure functions.
+#ifndef KVSERVE_HTTP_OPENAI_MAPPING_H_
+#define KVSERVE_HTTP_OPENAI_MAPPING_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "kvserve/v1/generation.pb.h"
+
+namespace kvserve {
+
+enum class OpenAiEndpoint { kCompletions, kChatCompletions };
+
+// A parsed /v1/completions or /v1/chat/completions request.
+struct OpenAiRequest {
+  OpenAiEndpoint endpoint = OpenAiEndpoint::kCompletions;
+  std::string model;  // as the client wrote it ("" when omitted); responses echo it
+  // One per prompt (several for a batch of prompts); `model` already resolved through the
+  // aliases. Choice i of prompt p is choice p * n + i in the response.
+  std::vector<kvserve::v1::GenerateRequest> requests;
+  int32_t n = 1;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool logprobs = false;       // return logprobs
+  int32_t top_logprobs = 0;    // alternatives per position
+};
+
+struct OpenAiMappingOptions {
+  std::string served_model;          // the canonical name (ModelInfo.name)
+  std::vector<std::string> aliases;  // other names accepted for it
+  int32_t default_completion_max_tokens = 16;
+};
+
+// The name put in GenerateRequest.model: the served model for an alias, `model` otherwise.
+std::string ResolveModelName(absl::string_view model, const OpenAiMappingOptions& options);
+
+absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, absl::string_view body,
+                                                 const OpenAiMappingOptions& options);
+
+// vLLM's /tokenize ({model, prompt | messages, add_special_tokens, add_generation_prompt}) and
+// /detokenize ({model, tokens}).
+absl::StatusOr<kvserve::v1::TokenizeRequest> ParseTokenizeRequest(
+    absl::string_view body, const OpenAiMappingOptions& options);
+absl::StatusOr<kvserve::v1::DetokenizeRequest> ParseDetokenizeRequest(
+    absl::string_view body, const OpenAiMappingOptions& options);
+
+}  // namespace kvserve
+
+#endif  // KVSERVE_HTTP_OPENAI_MAPPING_H_

@@ -1,0 +1,80 @@
+// kvserve.v1.GenerateResponse stream -> OpenAI response JSON: the response half of the
+// OpenAI-compatible API, for one /v1/completions or /v1/chat/completions call.
+//
+// Non-streaming: Add() every message of every prompt's stream, then Body() is the one
+// "text_completion" / "chat.completion" object with every choice and usage.
+// Streaming: Chunks() turns each message into the "data:" payloads to send at once (one chunk
+// per choice delta; chat sends the assistant role in each choice's first chunk), and
+// UsageChunk() is the last chunk when stream_options.include_usage.
+//
+// finish_reason: STOP and STOP_STRING -> "stop", LENGTH -> "length", ABORT -> "abort";
+// stop_reason (as vLLM) carries the matched stop string or stop token id.
+// Logprobs: completions use {tokens, token_logprobs, top_logprobs, text_offset}; chat uses
+// {content: [{token, logprob, bytes, top_logprobs}]}. A token that is not valid UTF-8 on its own
+// (part of a character) is written "bytes:\xNN..." in token strings; -inf is written -9999.0.
+//
+// Thread-safety: not thread-safe; one per call.
+#ifndef KVSERVE_HTTP_OPENAI_RESPONSE_H_
+#define KVSERVE_HTTP_OPENAI_RESPONSE_H_
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "http/openai_mapping.h"
+#include "kvserve/v1/output.pb.h"
+
+namespace kvserve {
+
+class OpenAiResponseBuilder {
+ public:
+  // `id` is the response id ("cmpl-..." / "chatcmpl-..."), `model` the name echoed back.
+  OpenAiResponseBuilder(const OpenAiRequest& request, std::string id, std::string model,
+                        int64_t created_unix_s);
+
+  // Non-streaming: accumulates one message of prompt `prompt_index`'s stream.
+  void Add(int prompt_index, const kvserve::v1::GenerateResponse& response);
+  // The whole response body. REQUIRES: every stream ended OK and was Add()ed.
+  std::string Body() const;
+
+  // Streaming: the chunk payloads (JSON, without "data: ") for one message.
+  std::vector<std::string> Chunks(int prompt_index, const kvserve::v1::GenerateResponse& response);
+  // The final usage chunk (choices empty), summed over every message seen.
+  std::string UsageChunk() const;
+
+ private:
+  struct Choice {
+    std::string text;
+    nlohmann::json logprobs;  // accumulated, in the endpoint's format; null when not asked
+    nlohmann::json finish_reason;
+    nlohmann::json stop_reason;
+    bool role_sent = false;
+    int64_t text_offset = 0;  // completions logprobs: bytes of the tokens so far
+  };
+
+  bool chat() const { return request_.endpoint == OpenAiEndpoint::kChatCompletions; }
+  Choice& ChoiceAt(int index);
+  // Appends the logprobs of `delta` to `*logprobs` (endpoint format), creating it if null.
+  void AppendLogprobs(const kvserve::v1::ChoiceDelta& delta, Choice* choice,
+                      nlohmann::json* logprobs);
+  void AddUsage(const kvserve::v1::GenerateResponse& response);
+  nlohmann::json UsageJson() const;
+  nlohmann::json Envelope(bool chunk) const;
+
+  const OpenAiRequest& request_;
+  const std::string id_;
+  const std::string model_;
+  const int64_t created_;
+  std::vector<Choice> choices_;
+  int64_t prompt_tokens_ = 0;
+  int64_t completion_tokens_ = 0;
+  int64_t cached_tokens_ = 0;
+};
+
+// JSON text of `value`; invalid UTF-8 is replaced, never thrown on.
+std::string DumpJson(const nlohmann::json& value);
+
+}  // namespace kvserve
+
+#endif  // KVSERVE_HTTP_OPENAI_RESPONSE_H_
