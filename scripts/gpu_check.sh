@@ -207,9 +207,15 @@ benchmark() {
 #      for a short run by kvserve-loadgen (64 requests, 16 streams, prompts 128-512 tokens,
 #      64-128 output tokens); the worker must print "kvserve-worker ready", the load must finish
 #      with exit code 0, and the worker must drain on SIGTERM.
-MODEL_TARGETS=(gpu_model_test kvserve-worker kvserve-loadgen)
+#  (3) model_bench on a synthetic Llama-3-8B (bf16 weights and KV) through the serving engine:
+#      batch-1 and batch-64 decode steps with CUDA graphs and eagerly; its weights_GB/s counter
+#      against gpu_bench's measured HBM bandwidth is the decode efficiency (goal >= 0.75 at
+#      batch 1).
+# The worker sizes its KV pool itself (--kv_memory_bytes unset: a profiling step, then
+# --gpu_memory_utilization of the device) and prints the block count it chose.
+MODEL_TARGETS=(gpu_model_test kvserve-worker kvserve-loadgen model_bench)
 WORKER_ARGS=(--device=cuda --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0
-  --kv_memory_bytes=$((16 << 30)) --max_num_seqs=64 --max_num_batched_tokens=2048)
+  --gpu_memory_utilization=0.85 --max_num_seqs=64 --max_num_batched_tokens=2048)
 LOADGEN_ARGS=(--concurrency=16 --num_requests=64 --prompt_len=128:512 --output_len=64:128
   --seed=1)
 
@@ -294,6 +300,22 @@ model_checks() {
   ((drained == 0 || worker_rc == 0)) || fail "model_checks: worker exited with code $worker_rc"
   echo "--- worker log (tail)"
   tail -20 "$worker_log"
+
+  # (3) End-to-end decode on a synthetic Llama-3-8B, with and without CUDA graphs.
+  local bench=$BUILD_DIR/bench/model_bench eager
+  if [[ ! -x "$bench" ]]; then
+    fail "model_checks: $bench not built; decode figures not taken"
+    return 1
+  fi
+  for eager in 0 1; do
+    if (($(remaining) < 90)); then
+      fail "model_checks: llama3-8b decode (enforce_eager=$eager) not run, out of time"
+      continue
+    fi
+    KVSERVE_MODEL=synthetic:llama3-8b KVSERVE_BENCH_DEVICE=cuda KVSERVE_BENCH_DTYPE=bfloat16 \
+      KVSERVE_BENCH_ENFORCE_EAGER=$eager run_step "llama3_8b_decode_eager$eager" 240 "$bench" \
+      --benchmark_filter='BM_Decode/(1|64)$' --benchmark_min_time=0.5
+  done
 }
 
 # --- main ----------------------------------------------------------------------------------
