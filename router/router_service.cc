@@ -42,11 +42,7 @@ grpc::ServerUnaryReactor* RouterService::ServeUnary(
 
 absl::StatusOr<std::string> RouterService::Authenticate(
     const grpc::ServerContextBase& context) const {
-  const auto& metadata = context.client_metadata();
-  auto it = metadata.find("authorization");
-  const bool present = it != metadata.end();
-  absl::StatusOr<std::string> tenant = auth_->Authenticate(
-      present, present ? absl::string_view(it->second.data(), it->second.size()) : "");
+  absl::StatusOr<std::string> tenant = AuthenticateCall(*auth_, context);
   if (!tenant.ok()) metrics_->RecordRejection("unauthenticated");
   return tenant;
 }
