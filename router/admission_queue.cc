@@ -1,32 +1,58 @@
 #include "router/admission_queue.h"
 
 #include <algorithm>
-#include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 
 namespace kvserve {
 namespace {
 
 // The final outcome of a decision that is not "wait".
-absl::StatusOr<RoutingDecision> Outcome(RoutingDecision decision) {
+AdmissionOutcome Outcome(RoutingDecision decision) {
   switch (decision.verdict) {
     case RouteVerdict::kRouted:
-      return decision;
+      return AdmissionOutcome{std::move(decision), AdmissionRefusal::kNone};
     case RouteVerdict::kNeverFits:
-      return absl::ResourceExhaustedError(
-          absl::StrCat("request needs ", decision.needed_blocks,
-                       " KV blocks (prompt + max_tokens), more than any worker's whole pool"));
+      return AdmissionOutcome{
+          absl::ResourceExhaustedError(
+              absl::StrCat("request needs ", decision.needed_blocks,
+                           " KV blocks (prompt + max_tokens), more than any worker's whole pool")),
+          AdmissionRefusal::kNeverFits};
     case RouteVerdict::kNoWorker:
-      return absl::UnavailableError("no healthy worker can take the request");
+      return AdmissionOutcome{absl::UnavailableError("no healthy worker can take the request"),
+                              AdmissionRefusal::kNoWorker};
     case RouteVerdict::kNoFitNow:
       break;
   }
-  return absl::InternalError("a request that must wait has no final outcome");
+  return AdmissionOutcome{absl::InternalError("a request that must wait has no final outcome"),
+                          AdmissionRefusal::kNoWorker};
+}
+
+absl::Status DeadlinePassed() {
+  return absl::DeadlineExceededError("deadline passed while waiting for a worker");
 }
 
 }  // namespace
+
+absl::string_view RefusalLabel(AdmissionRefusal refusal) {
+  switch (refusal) {
+    case AdmissionRefusal::kNone:
+      return "";
+    case AdmissionRefusal::kQueueFull:
+      return "queue_full";
+    case AdmissionRefusal::kNeverFits:
+      return "never_fits";
+    case AdmissionRefusal::kNoWorker:
+      return "no_worker";
+    case AdmissionRefusal::kCancelled:
+      return "cancelled";
+    case AdmissionRefusal::kDeadline:
+      return "deadline";
+    case AdmissionRefusal::kShuttingDown:
+      return "shutting_down";
+  }
+  return "";
+}
 
 AdmissionQueue::AdmissionQueue(ClusterBooks* books, const AdmissionOptions& options)
     : books_(books), options_(options) {
@@ -39,11 +65,14 @@ AdmissionQueue::~AdmissionQueue() {
   {
     absl::MutexLock lock(&mu_);
     for (auto& [key, waiter] : waiters_) {
-      completions.push_back(Completion{std::move(waiter.done),
-                                       absl::UnavailableError("the router is shutting down")});
+      completions.push_back(
+          Completion{std::move(waiter.done),
+                     AdmissionOutcome{absl::UnavailableError("the router is shutting down"),
+                                      AdmissionRefusal::kShuttingDown}});
     }
     waiters_.clear();
-    priority_of_.clear();
+    key_of_.clear();
+    by_deadline_.clear();
   }
   Run(completions);
 }
@@ -55,11 +84,16 @@ uint64_t AdmissionQueue::Submit(AdmissionRequest request, AdmissionCallback done
   uint64_t ticket = 0;
   {
     absl::MutexLock lock(&mu_);
-    if (request.deadline <= absl::Now()) {
+    const absl::Time now = absl::Now();
+    ExpireLocked(now, &completions);
+    if (request.deadline <= now) {
       completions.push_back(Completion{
-          std::move(done), absl::DeadlineExceededError("deadline passed before admission")});
+          std::move(done),
+          AdmissionOutcome{absl::DeadlineExceededError("deadline passed before admission"),
+                           AdmissionRefusal::kDeadline}});
     } else {
-      const bool may_bypass = waiters_.empty() || request.priority > -waiters_.begin()->first.first;
+      const Key key{-request.priority, request.deadline, next_ticket_};
+      const bool may_bypass = waiters_.empty() || key < waiters_.begin()->first;
       const RoutingDecision decision =
           may_bypass ? books_->Route(prepared) : books_->Evaluate(prepared);
       const bool must_wait = decision.verdict == RouteVerdict::kNoFitNow ||
@@ -67,15 +101,18 @@ uint64_t AdmissionQueue::Submit(AdmissionRequest request, AdmissionCallback done
       if (!must_wait) {
         completions.push_back(Completion{std::move(done), Outcome(decision)});
       } else if (static_cast<int>(waiters_.size()) >= options_.max_waiting_requests) {
-        completions.push_back(
-            Completion{std::move(done),
-                       absl::ResourceExhaustedError(absl::StrCat(
-                           "admission queue is full (", waiters_.size(), " requests waiting)"))});
+        completions.push_back(Completion{
+            std::move(done), AdmissionOutcome{absl::ResourceExhaustedError(absl::StrCat(
+                                                  "admission queue is full (", waiters_.size(),
+                                                  " requests waiting)")),
+                                              AdmissionRefusal::kQueueFull}});
       } else {
         ticket = next_ticket_++;
-        waiters_.emplace(Key{-request.priority, ticket},
-                         Waiter{std::move(prepared), request.deadline, std::move(done)});
-        priority_of_.emplace(ticket, request.priority);
+        waiters_.emplace(key, Waiter{std::move(prepared), std::move(done)});
+        key_of_.emplace(ticket, key);
+        if (request.deadline != absl::InfiniteFuture()) {
+          by_deadline_.emplace(request.deadline, ticket);
+        }
       }
     }
   }
@@ -85,57 +122,17 @@ uint64_t AdmissionQueue::Submit(AdmissionRequest request, AdmissionCallback done
 
 bool AdmissionQueue::Cancel(uint64_t ticket) {
   std::vector<Completion> completions;
-  bool removed = false;
   {
     absl::MutexLock lock(&mu_);
-    removed =
-        Remove(ticket, absl::CancelledError("cancelled while waiting for admission"), &completions);
+    auto it = key_of_.find(ticket);
+    if (it == key_of_.end()) return false;
+    RemoveLocked(it->second, absl::CancelledError("cancelled while waiting for admission"),
+                 AdmissionRefusal::kCancelled, &completions);
     // The head may have been holding back smaller waiters.
-    if (removed) AdmitWaiters(&completions);
+    AdmitWaiters(&completions);
   }
   Run(completions);
-  return removed;
-}
-
-absl::StatusOr<RoutingDecision> AdmissionQueue::Admit(AdmissionRequest request,
-                                                      const std::function<bool()>& is_cancelled) {
-  // Shared with the callback, which may run on another thread after this call gave up waiting.
-  struct State {
-    absl::Notification done;
-    absl::StatusOr<RoutingDecision> outcome;
-  };
-  auto state = std::make_shared<State>();
-  const absl::Time deadline = request.deadline;
-  const uint64_t ticket =
-      Submit(std::move(request), [state](absl::StatusOr<RoutingDecision> outcome) {
-        state->outcome = std::move(outcome);
-        state->done.Notify();
-      });
-  while (ticket != 0 && !state->done.HasBeenNotified()) {
-    const absl::Time wake =
-        is_cancelled ? std::min(deadline, absl::Now() + options_.cancel_poll_interval) : deadline;
-    if (state->done.WaitForNotificationWithDeadline(wake)) break;
-    if (is_cancelled && is_cancelled()) {
-      Cancel(ticket);
-      break;
-    }
-    if (absl::Now() >= deadline) {
-      std::vector<Completion> completions;
-      {
-        absl::MutexLock lock(&mu_);
-        if (Remove(ticket,
-                   absl::DeadlineExceededError("deadline passed while waiting for a worker"),
-                   &completions)) {
-          AdmitWaiters(&completions);
-        }
-      }
-      Run(completions);
-      break;
-    }
-  }
-  // Either this thread completed the waiter above, or another thread is delivering its outcome.
-  state->done.WaitForNotification();
-  return state->outcome;
+  return true;
 }
 
 void AdmissionQueue::Retry() {
@@ -156,7 +153,7 @@ int AdmissionQueue::ExpireOverdue(absl::Time now) {
   }
   const int expired = static_cast<int>(
       std::count_if(completions.begin(), completions.end(), [](const Completion& completion) {
-        return absl::IsDeadlineExceeded(completion.outcome.status());
+        return completion.outcome.refusal == AdmissionRefusal::kDeadline;
       }));
   Run(completions);
   return expired;
@@ -167,37 +164,35 @@ int AdmissionQueue::num_waiting() const {
   return static_cast<int>(waiters_.size());
 }
 
-bool AdmissionQueue::Remove(uint64_t ticket, absl::Status status,
-                            std::vector<Completion>* completions) {
-  auto priority = priority_of_.find(ticket);
-  if (priority == priority_of_.end()) return false;
-  auto it = waiters_.find(Key{-priority->second, ticket});
-  completions->push_back(Completion{std::move(it->second.done), std::move(status)});
+void AdmissionQueue::RemoveLocked(Key key, absl::Status status, AdmissionRefusal refusal,
+                                  std::vector<Completion>* completions) {
+  auto it = waiters_.find(key);
+  const auto& [negated_priority, deadline, ticket] = key;
+  completions->push_back(
+      Completion{std::move(it->second.done), AdmissionOutcome{std::move(status), refusal}});
   waiters_.erase(it);
-  priority_of_.erase(priority);
-  return true;
+  key_of_.erase(ticket);
+  by_deadline_.erase({deadline, ticket});
 }
 
 void AdmissionQueue::AdmitWaiters(std::vector<Completion>* completions) {
   ExpireLocked(absl::Now(), completions);
   while (!waiters_.empty()) {
     auto head = waiters_.begin();
-    const RoutingDecision decision = books_->Route(head->second.prepared);
+    RoutingDecision decision = books_->Route(head->second.prepared);
     if (decision.verdict == RouteVerdict::kNoFitNow) break;  // strict order: the rest wait too
-    completions->push_back(Completion{std::move(head->second.done), Outcome(decision)});
-    priority_of_.erase(head->first.second);
+    const auto [negated_priority, deadline, ticket] = head->first;
+    completions->push_back(Completion{std::move(head->second.done), Outcome(std::move(decision))});
+    key_of_.erase(ticket);
+    by_deadline_.erase({deadline, ticket});
     waiters_.erase(head);
   }
 }
 
 void AdmissionQueue::ExpireLocked(absl::Time now, std::vector<Completion>* completions) {
-  std::vector<uint64_t> overdue;
-  for (const auto& [key, waiter] : waiters_) {
-    if (waiter.deadline <= now) overdue.push_back(key.second);
-  }
-  for (uint64_t ticket : overdue) {
-    Remove(ticket, absl::DeadlineExceededError("deadline passed while waiting for a worker"),
-           completions);
+  while (!by_deadline_.empty() && by_deadline_.begin()->first <= now) {
+    const uint64_t ticket = by_deadline_.begin()->second;
+    RemoveLocked(key_of_.at(ticket), DeadlinePassed(), AdmissionRefusal::kDeadline, completions);
   }
 }
 

@@ -219,7 +219,9 @@ std::vector<WorkerSummary> ClusterBooks::Workers() const {
   for (const std::unique_ptr<WorkerBooks>& books : workers_) {
     if (books == nullptr) continue;
     summaries.push_back(WorkerSummary{.worker_id = books->worker_id(),
+                                      .reported_id = books->reported_id(),
                                       .health = books->health(),
+                                      .capacity_known = books->has_capacity(),
                                       .sync = books->sync_state(),
                                       .capacity = books->capacity(),
                                       .cached_blocks = books->cached_blocks(),

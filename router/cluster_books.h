@@ -80,8 +80,10 @@ struct RoutingDecision {
 
 // A worker's books, copied out for metrics and debugging.
 struct WorkerSummary {
-  std::string worker_id = {};
+  std::string worker_id = {};    // the address the router dials
+  std::string reported_id = {};  // the worker's own id (WorkerIdentity), once reported
   WorkerHealth health = WorkerHealth::kUnreachable;
+  bool capacity_known = false;  // a capacity report arrived
   KvSyncState sync = KvSyncState::kAwaitingSnapshot;
   WorkerCapacity capacity;
   int64_t cached_blocks = 0;

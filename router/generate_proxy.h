@@ -1,8 +1,9 @@
-// GenerateProxy: runs one client Generate call through the cluster. It admits the request
-// (AdmissionQueue: route now, or wait, or refuse), opens Worker.Generate on the chosen worker,
-// forwards every message to the client (with the client's request id, and the request's usage in
-// the last message), and keeps each choice's progress: the tokens it generated and the text bytes
-// the client received.
+// GenerateProxy: runs client Generate calls through the cluster, each as a GenerateCall
+// (generate_call.h: a server-streaming callback reactor whose worker call is a callback client
+// reactor, so no thread is held while a request waits for admission or streams). A call admits
+// the request (AdmissionQueue: route now, or wait, or refuse), opens Worker.Generate on the chosen
+// worker, forwards every message to the client (with the client's request id, and the request's
+// usage in the last message), and keeps each choice's progress (request_progress.h).
 //
 // Migration: when the worker's stream fails without an error of the request's own making
 // (UNAVAILABLE: the worker died, drained past its grace period, or the connection broke;
@@ -18,77 +19,60 @@
 // tokens sent stand; a retry starts over). Only a request whose every choice already finished,
 // and which lacks just its usage message, ends with usage and OK.
 //
-// Cancellation: each worker call's ClientContext is made with FromServerContext, so the client's
-// deadline and cancellation propagate to it; a failed write to the client cancels it too. A
-// request's reservation in the books is released whenever its worker call ends, so nothing stays
-// charged and no worker stream outlives the client's.
+// Cancellation: each worker call's ClientContext is made with FromCallbackServerContext, so the
+// client's deadline and cancellation propagate to it; the call's OnCancel (client cancel or
+// deadline) also cancels the worker call, or removes the request from the admission queue, and a
+// failed write to the client cancels the worker call too. A request's reservation in the books is
+// released whenever its worker call ends, so nothing stays charged and no worker stream outlives
+// the client's.
 //
-// Thread-safety: thread-safe; Run() is called concurrently from the gRPC handler threads.
+// Thread-safety: thread-safe; Start() is called concurrently from gRPC's callback threads.
 #ifndef KVSERVE_ROUTER_GENERATE_PROXY_H_
 #define KVSERVE_ROUTER_GENERATE_PROXY_H_
 
 #include <grpcpp/grpcpp.h>
 
-#include <cstdint>
-#include <functional>
-#include <string>
-#include <vector>
-
-#include "absl/status/statusor.h"
-#include "kvserve/v1/generation.pb.h"
-#include "kvserve/v1/worker.pb.h"
 #include "router/admission_queue.h"
 #include "router/cluster_books.h"
+#include "router/request_progress.h"
 #include "router/router_metrics.h"
 #include "router/worker_registry.h"
 
 namespace kvserve {
 
-// A Generate request as the service resolved it: ready to dispatch.
-struct ProxiedRequest {
-  std::string client_request_id;          // echoed in every response
-  std::string router_request_id;          // unique in this router; keys the reservation
-  std::vector<int32_t> prompt_token_ids;  // chat template and special tokens applied
-  kvserve::v1::SamplingParams sampling;   // seed set, max_tokens > 0
-  int priority = 0;
-  std::string cache_salt;      // from the authenticated tenant
-  int64_t context_length = 0;  // one choice's prompt + output at most (pool-limited); 0: no cap
-};
-
 class GenerateProxy {
  public:
-  // Sends one message to the client; false when the client is gone.
-  using Writer = std::function<bool(const kvserve::v1::GenerateResponse&)>;
-
-  // Everything is borrowed and must outlive the proxy. REQUIRES: max_migrations >= 0.
+  // Everything is borrowed and must outlive the proxy and every call it started.
+  // REQUIRES: max_migrations >= 0.
   GenerateProxy(WorkerRegistry* registry, ClusterBooks* books, AdmissionQueue* queue,
-                RouterMetrics* metrics, int max_migrations);
+                RouterMetrics* metrics, int max_migrations)
+      : registry_(registry),
+        books_(books),
+        queue_(queue),
+        metrics_(metrics),
+        max_migrations_(max_migrations) {}
 
-  // Runs `request` to its end; the returned status ends the client's call.
-  grpc::Status Run(grpc::ServerContext& server_context, const ProxiedRequest& request,
-                   const Writer& write);
+  // Starts running `request` for the client call `call`; gRPC owns the returned reactor, which
+  // ends the call when the request ends.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Start(grpc::CallbackServerContext* call,
+                                                    ProxiedRequest request);
+
+  WorkerRegistry* registry() const { return registry_; }
+  ClusterBooks* books() const { return books_; }
+  AdmissionQueue* queue() const { return queue_; }
+  RouterMetrics* metrics() const { return metrics_; }
+  int max_migrations() const { return max_migrations_; }
 
  private:
-  struct ChoiceProgress {
-    std::vector<int32_t> token_ids;  // generated so far, all calls
-    int64_t text_bytes = 0;          // text sent to the client so far
-    bool finished = false;
-  };
-
-  // Routes now or waits in the admission queue until routed, refused, cancelled or past the
-  // client's deadline. On OK the decision's blocks are reserved for the request.
-  absl::StatusOr<RoutingDecision> Admit(grpc::ServerContext& server_context, RouteRequest route,
-                                        int priority);
-  // The route of a (re)submission: the context to prefill and the blocks still needed.
-  RouteRequest RouteFor(const ProxiedRequest& request, const std::vector<ChoiceProgress>& choices,
-                        const std::vector<std::string>& excluded) const;
-
   WorkerRegistry* const registry_;
   ClusterBooks* const books_;
   AdmissionQueue* const queue_;
   RouterMetrics* const metrics_;
   const int max_migrations_;
 };
+
+// A reactor that ends its call at once with `status` (a request refused before it ran).
+grpc::ServerWriteReactor<grpc::ByteBuffer>* RefuseGenerate(const grpc::Status& status);
 
 }  // namespace kvserve
 

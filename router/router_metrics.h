@@ -41,8 +41,8 @@ class RouterMetrics {
   void RecordDecision(absl::Duration latency);
   void RecordQueueWait(absl::Duration wait);
   void RecordMigration() { migrations_->Increment(); }
-  // `reason`: queue_full, never_fits, no_worker, unauthenticated, invalid_argument, deadline,
-  // cancelled, migrations_exhausted, worker_error.
+  // `reason`: queue_full, never_fits, no_worker, shutting_down (RefusalLabel), unauthenticated,
+  // invalid_argument, deadline, cancelled, migrations_exhausted, worker_error.
   void RecordRejection(absl::string_view reason);
   // Every request that ended, by gRPC status code name (e.g. "OK", "CANCELLED").
   void RecordFinished(absl::string_view code);

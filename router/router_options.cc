@@ -31,10 +31,6 @@ absl::Status AdmissionOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("max_waiting_requests: must be >= 0, got ", max_waiting_requests));
   }
-  if (cancel_poll_interval <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat("cancel_poll_interval: must be > 0, got ",
-                                                   absl::FormatDuration(cancel_poll_interval)));
-  }
   return absl::OkStatus();
 }
 

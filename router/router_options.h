@@ -38,8 +38,6 @@ struct RoutingWeights {
 struct AdmissionOptions {
   // Requests that may wait for capacity at once; one more is refused with RESOURCE_EXHAUSTED.
   int max_waiting_requests = 1024;
-  // How often a blocking Admit() polls its caller's cancellation check while it waits.
-  absl::Duration cancel_poll_interval = absl::Milliseconds(20);
 
   absl::Status Validate() const;
 };

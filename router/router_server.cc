@@ -92,18 +92,22 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
   server->service_ = std::make_unique<RouterService>(
       router_id, &server->auth_, server->renderer_.get(), server->registry_.get(),
       server->books_.get(), server->proxy_.get(), server->metrics_.get());
+  server->admin_service_ = std::make_unique<RouterAdminService>(
+      &server->auth_, server->books_.get(), server->metrics_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, ServerCredentials(options, *tls), &server->grpc_port_);
   builder.RegisterService(server->service_.get());
+  builder.RegisterService(server->admin_service_.get());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->grpc_port_ == 0) {
     return absl::InvalidArgumentError(absl::StrCat("--listen: cannot listen on ", options.listen));
   }
-  // "" and the service's own name, so probes can ask for either.
+  // "" and the services' own names, so probes can ask for any.
   server->server_->GetHealthCheckService()->SetServingStatus("kvserve.v1.Generation", true);
+  server->server_->GetHealthCheckService()->SetServingStatus("kvserve.v1.RouterAdmin", true);
   try {
     server->exposer_ = std::make_unique<prometheus::Exposer>(options.metrics_listen);
   } catch (const std::exception& e) {

@@ -23,6 +23,7 @@
 #include "router/cluster_books.h"
 #include "router/generate_proxy.h"
 #include "router/prompt_renderer.h"
+#include "router/router_admin_service.h"
 #include "router/router_metrics.h"
 #include "router/router_server_options.h"
 #include "router/router_service.h"
@@ -58,6 +59,7 @@ class RouterServer {
   std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<GenerateProxy> proxy_;
   std::unique_ptr<RouterService> service_;
+  std::unique_ptr<RouterAdminService> admin_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   int grpc_port_ = 0;

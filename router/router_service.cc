@@ -6,17 +6,12 @@
 #include "absl/strings/str_cat.h"
 #include "api/raw_message.h"
 #include "api/status_conversion.h"
+#include "api/unary_call.h"
 
 namespace kvserve {
 namespace {
 
 namespace v1 = kvserve::v1;
-
-// Method indices of kvserve.v1.Generation, in the order of generation.proto.
-constexpr int kGenerateMethod = 0;
-constexpr int kTokenizeMethod = 1;
-constexpr int kDetokenizeMethod = 2;
-constexpr int kGetModelInfoMethod = 3;
 
 }  // namespace
 
@@ -30,48 +25,24 @@ RouterService::RouterService(std::string router_id, const TokenAuth* auth,
       registry_(registry),
       books_(books),
       proxy_(proxy),
-      metrics_(metrics) {
-  MarkMethodStreamed(
-      kGenerateMethod,
-      new grpc::internal::SplitServerStreamingHandler<grpc::ByteBuffer, v1::GenerateResponse>(
-          [this](grpc::ServerContext* context, GenerateStreamer* streamer) {
-            return HandleGenerate(context, streamer);
-          }));
-  ServeUnary(kTokenizeMethod, &RouterService::HandleTokenize);
-  ServeUnary(kDetokenizeMethod, &RouterService::HandleDetokenize);
-  ServeUnary(kGetModelInfoMethod, &RouterService::HandleGetModelInfo);
-}
+      metrics_(metrics) {}
 
 template <typename Request, typename Response>
-void RouterService::ServeUnary(int index, absl::StatusOr<Response> (RouterService::*method)(
-                                              const grpc::ServerContext&, const Request&)) {
-  using Streamer = grpc::ServerUnaryStreamer<grpc::ByteBuffer, Response>;
-  MarkMethodStreamed(index, new grpc::internal::StreamedUnaryHandler<grpc::ByteBuffer, Response>(
-                                [this, method](grpc::ServerContext* context, Streamer* streamer) {
-                                  grpc::ByteBuffer bytes;
-                                  if (!streamer->Read(&bytes)) {
-                                    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                                        "request: no request message");
-                                  }
-                                  absl::StatusOr<std::string> tenant = Authenticate(*context);
-                                  if (!tenant.ok()) return ToGrpcStatus(tenant.status());
-                                  Request request;
-                                  if (absl::Status s = ParseRequest(bytes, &request); !s.ok()) {
-                                    return ToGrpcStatus(s);
-                                  }
-                                  absl::StatusOr<Response> response =
-                                      (this->*method)(*context, request);
-                                  if (response.ok()) streamer->Write(*response);
-                                  return ToGrpcStatus(response.status());
-                                }));
+grpc::ServerUnaryReactor* RouterService::ServeUnary(
+    grpc::CallbackServerContext* call, const grpc::ByteBuffer& request, grpc::ByteBuffer* response,
+    absl::StatusOr<Response> (RouterService::*method)(const Request&)) {
+  absl::StatusOr<std::string> tenant = Authenticate(*call);
+  if (!tenant.ok()) return FinishUnary<Response>(call, tenant.status(), response);
+  Request parsed;
+  if (absl::Status s = ParseRequest(request, &parsed); !s.ok()) {
+    return FinishUnary<Response>(call, s, response);
+  }
+  return FinishUnary(call, (this->*method)(parsed), response);
 }
 
-absl::StatusOr<std::string> RouterService::Authenticate(const grpc::ServerContext& context) const {
-  const auto& metadata = context.client_metadata();
-  auto it = metadata.find("authorization");
-  const bool present = it != metadata.end();
-  absl::StatusOr<std::string> tenant = auth_->Authenticate(
-      present, present ? absl::string_view(it->second.data(), it->second.size()) : "");
+absl::StatusOr<std::string> RouterService::Authenticate(
+    const grpc::ServerContextBase& context) const {
+  absl::StatusOr<std::string> tenant = AuthenticateCall(*auth_, context);
   if (!tenant.ok()) metrics_->RecordRejection("unauthenticated");
   return tenant;
 }
@@ -131,38 +102,47 @@ absl::StatusOr<ProxiedRequest> RouterService::Resolve(const v1::GenerateRequest&
   return resolved;
 }
 
-grpc::Status RouterService::HandleGenerate(grpc::ServerContext* context,
-                                           GenerateStreamer* streamer) {
-  grpc::ByteBuffer bytes;
-  if (!streamer->Read(&bytes)) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "request: no request message");
-  }
-  absl::StatusOr<std::string> tenant = Authenticate(*context);
+grpc::ServerWriteReactor<grpc::ByteBuffer>* RouterService::Generate(
+    grpc::CallbackServerContext* call, const grpc::ByteBuffer* request) {
+  absl::StatusOr<std::string> tenant = Authenticate(*call);
   if (!tenant.ok()) {
     metrics_->RecordFinished("UNAUTHENTICATED");
-    return ToGrpcStatus(tenant.status());
+    return RefuseGenerate(ToGrpcStatus(tenant.status()));
   }
-  v1::GenerateRequest request;
-  absl::Status parsed = ParseRequest(bytes, &request);
+  v1::GenerateRequest parsed;
+  absl::Status status = ParseRequest(*request, &parsed);
   absl::StatusOr<ProxiedRequest> resolved =
-      parsed.ok() ? Resolve(request, *tenant) : absl::StatusOr<ProxiedRequest>(parsed);
+      status.ok() ? Resolve(parsed, *tenant) : absl::StatusOr<ProxiedRequest>(status);
   if (!resolved.ok()) {
     if (resolved.status().code() == absl::StatusCode::kInvalidArgument) {
       metrics_->RecordRejection("invalid_argument");
     }
     metrics_->RecordFinished(absl::StatusCodeToString(resolved.status().code()));
-    return ToGrpcStatus(resolved.status());
+    return RefuseGenerate(ToGrpcStatus(resolved.status()));
   }
-  grpc::Status status = proxy_->Run(*context, *resolved, [streamer](const v1::GenerateResponse& r) {
-    return streamer->Write(r);
-  });
-  metrics_->RecordFinished(
-      absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code())));
-  return status;
+  return proxy_->Start(call, *std::move(resolved));
+}
+
+grpc::ServerUnaryReactor* RouterService::Tokenize(grpc::CallbackServerContext* call,
+                                                  const grpc::ByteBuffer* request,
+                                                  grpc::ByteBuffer* response) {
+  return ServeUnary(call, *request, response, &RouterService::HandleTokenize);
+}
+
+grpc::ServerUnaryReactor* RouterService::Detokenize(grpc::CallbackServerContext* call,
+                                                    const grpc::ByteBuffer* request,
+                                                    grpc::ByteBuffer* response) {
+  return ServeUnary(call, *request, response, &RouterService::HandleDetokenize);
+}
+
+grpc::ServerUnaryReactor* RouterService::GetModelInfo(grpc::CallbackServerContext* call,
+                                                      const grpc::ByteBuffer* request,
+                                                      grpc::ByteBuffer* response) {
+  return ServeUnary(call, *request, response, &RouterService::HandleGetModelInfo);
 }
 
 absl::StatusOr<v1::TokenizeResponse> RouterService::HandleTokenize(
-    const grpc::ServerContext& /*context*/, const v1::TokenizeRequest& request) {
+    const v1::TokenizeRequest& request) {
   absl::StatusOr<ServingLimits> limits = Limits();
   if (!limits.ok()) return limits.status();
   if (absl::Status s = ValidateTokenizeRequest(request, *limits); !s.ok()) return s;
@@ -170,7 +150,7 @@ absl::StatusOr<v1::TokenizeResponse> RouterService::HandleTokenize(
 }
 
 absl::StatusOr<v1::DetokenizeResponse> RouterService::HandleDetokenize(
-    const grpc::ServerContext& /*context*/, const v1::DetokenizeRequest& request) {
+    const v1::DetokenizeRequest& request) {
   absl::StatusOr<ServingLimits> limits = Limits();
   if (!limits.ok()) return limits.status();
   if (absl::Status s = ValidateDetokenizeRequest(request, *limits); !s.ok()) return s;
@@ -178,7 +158,7 @@ absl::StatusOr<v1::DetokenizeResponse> RouterService::HandleDetokenize(
 }
 
 absl::StatusOr<v1::ModelInfo> RouterService::HandleGetModelInfo(
-    const grpc::ServerContext& /*context*/, const v1::GetModelInfoRequest& request) {
+    const v1::GetModelInfoRequest& request) {
   absl::StatusOr<ServingLimits> limits = Limits();
   if (!limits.ok()) return limits.status();
   if (absl::Status s = ValidateModelName(request.model(), *limits); !s.ok()) return s;

@@ -9,11 +9,12 @@
 // cluster by GenerateProxy. Tokenize, Detokenize and GetModelInfo are answered by the router
 // itself (its tokenizer, and the ModelInfo the workers reported), so they cost no worker any work.
 //
-// Transport: a synchronous gRPC service whose methods take the raw request bytes (the generated
-// "streamed" handlers instantiated with grpc::ByteBuffer as the request type), so that parsing
-// is ours and not the generated deserializer's.
+// Transport: the gRPC callback API with raw methods (WithRawCallbackMethod_*, as the worker's
+// own Generation service), so that parsing the request bytes is ours and not the generated
+// deserializer's, and no thread is held per call: the unary methods answer on the callback
+// thread, Generate returns a GenerateCall reactor (generate_call.h).
 //
-// Thread-safety: thread-safe (handlers run concurrently).
+// Thread-safety: thread-safe (methods run concurrently on gRPC's callback threads).
 #ifndef KVSERVE_ROUTER_ROUTER_SERVICE_H_
 #define KVSERVE_ROUTER_ROUTER_SERVICE_H_
 
@@ -38,34 +39,48 @@
 
 namespace kvserve {
 
-class RouterService final : public kvserve::v1::Generation::Service {
+using RouterServiceBase = kvserve::v1::Generation::WithRawCallbackMethod_Generate<
+    kvserve::v1::Generation::WithRawCallbackMethod_Tokenize<
+        kvserve::v1::Generation::WithRawCallbackMethod_Detokenize<
+            kvserve::v1::Generation::WithRawCallbackMethod_GetModelInfo<
+                kvserve::v1::Generation::Service>>>>;
+
+class RouterService final : public RouterServiceBase {
  public:
   // Everything is borrowed and must outlive the service.
   RouterService(std::string router_id, const TokenAuth* auth, const PromptRenderer* renderer,
                 WorkerRegistry* registry, const ClusterBooks* books, GenerateProxy* proxy,
                 RouterMetrics* metrics);
 
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* call,
+                                                       const grpc::ByteBuffer* request) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* call,
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* call,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* call,
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
+
  private:
-  using GenerateStreamer =
-      grpc::ServerSplitStreamer<grpc::ByteBuffer, kvserve::v1::GenerateResponse>;
-
-  grpc::Status HandleGenerate(grpc::ServerContext* context, GenerateStreamer* streamer);
   absl::StatusOr<kvserve::v1::TokenizeResponse> HandleTokenize(
-      const grpc::ServerContext& context, const kvserve::v1::TokenizeRequest& request);
+      const kvserve::v1::TokenizeRequest& request);
   absl::StatusOr<kvserve::v1::DetokenizeResponse> HandleDetokenize(
-      const grpc::ServerContext& context, const kvserve::v1::DetokenizeRequest& request);
+      const kvserve::v1::DetokenizeRequest& request);
   absl::StatusOr<kvserve::v1::ModelInfo> HandleGetModelInfo(
-      const grpc::ServerContext& context, const kvserve::v1::GetModelInfoRequest& request);
+      const kvserve::v1::GetModelInfoRequest& request);
 
-  // Replaces the generated handler of unary method `index` with one that parses the raw bytes
-  // into Request and answers with `method`'s result.
+  // A unary method: authenticate, parse the raw bytes into Request, answer with `method`.
   template <typename Request, typename Response>
-  void ServeUnary(int index,
-                  absl::StatusOr<Response> (RouterService::*method)(const grpc::ServerContext&,
-                                                                    const Request&));
+  grpc::ServerUnaryReactor* ServeUnary(
+      grpc::CallbackServerContext* call, const grpc::ByteBuffer& request,
+      grpc::ByteBuffer* response,
+      absl::StatusOr<Response> (RouterService::*method)(const Request&));
 
   // The caller's tenant; UNAUTHENTICATED when auth is on and the token is missing or unknown.
-  absl::StatusOr<std::string> Authenticate(const grpc::ServerContext& context) const;
+  absl::StatusOr<std::string> Authenticate(const grpc::ServerContextBase& context) const;
   // What the workers published, as validation limits; UNAVAILABLE before any worker reported.
   absl::StatusOr<ServingLimits> Limits() const;
   absl::StatusOr<ProxiedRequest> Resolve(const kvserve::v1::GenerateRequest& request,

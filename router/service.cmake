@@ -3,7 +3,9 @@
 # Prometheus metrics; and the kvserve-router binary. It links the tokenizer (tokenizer and chat
 # template only), never kernels or model weights.
 add_library(kvserve_router STATIC
-  ${CMAKE_CURRENT_LIST_DIR}/generate_proxy.cc
+  ${CMAKE_CURRENT_LIST_DIR}/generate_call.cc
+  ${CMAKE_CURRENT_LIST_DIR}/request_progress.cc
+  ${CMAKE_CURRENT_LIST_DIR}/router_admin_service.cc
   ${CMAKE_CURRENT_LIST_DIR}/prompt_renderer.cc
   ${CMAKE_CURRENT_LIST_DIR}/router_metrics.cc
   ${CMAKE_CURRENT_LIST_DIR}/router_server.cc

@@ -80,4 +80,13 @@ std::string TokenAuth::CacheSaltFor(absl::string_view tenant) {
   return absl::StrCat("kvserve-tenant:", tenant);
 }
 
+absl::StatusOr<std::string> AuthenticateCall(const TokenAuth& auth,
+                                             const grpc::ServerContextBase& context) {
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find("authorization");
+  const bool present = it != metadata.end();
+  return auth.Authenticate(present,
+                           present ? absl::string_view(it->second.data(), it->second.size()) : "");
+}
+
 }  // namespace kvserve

@@ -7,12 +7,14 @@
 // it only ever comes from an authenticated token. With auth off every request is the anonymous
 // tenant "" with an empty salt (the shared cache).
 //
-// Only kvserve.v1.Generation checks tokens; grpc.health.v1 and reflection stay open, so probes
-// need no secret.
+// kvserve.v1.Generation and kvserve.v1.RouterAdmin check tokens (AuthenticateCall);
+// grpc.health.v1 and reflection stay open, so probes need no secret.
 //
 // Thread-safety: immutable after construction; safe to share.
 #ifndef KVSERVE_ROUTER_TOKEN_AUTH_H_
 #define KVSERVE_ROUTER_TOKEN_AUTH_H_
+
+#include <grpcpp/server_context.h>
 
 #include <string>
 
@@ -48,6 +50,11 @@ class TokenAuth {
   bool enabled_ = false;
   absl::flat_hash_map<std::string, std::string> tenant_of_token_;
 };
+
+// The tenant of a gRPC call from its "authorization" metadata (auth.Authenticate); every
+// authenticated router service calls this, so all of them accept exactly the same tokens.
+absl::StatusOr<std::string> AuthenticateCall(const TokenAuth& auth,
+                                             const grpc::ServerContextBase& context);
 
 }  // namespace kvserve
 

@@ -76,6 +76,9 @@ absl::StatusOr<ApplyResult> WorkerBooks::Apply(const v1::WorkerStatus& status) {
     }
   }
 
+  if (status.has_identity() && !status.identity().worker_id().empty()) {
+    reported_id_ = status.identity().worker_id();
+  }
   const WorkerHealth health = status.failed()     ? WorkerHealth::kFailed
                               : status.draining() ? WorkerHealth::kDraining
                                                   : WorkerHealth::kHealthy;

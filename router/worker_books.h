@@ -95,6 +95,8 @@ class WorkerBooks {
   bool Release(const std::string& request_id);
 
   const std::string& worker_id() const { return worker_id_; }
+  // The id the worker reports for itself (WorkerIdentity.worker_id); empty until it did.
+  const std::string& reported_id() const { return reported_id_; }
   int slot() const { return slot_; }
   WorkerHealth health() const { return health_; }
   // Routable: healthy and its capacity known.
@@ -122,6 +124,7 @@ class WorkerBooks {
   bool ReleaseCovered();
 
   const std::string worker_id_;
+  std::string reported_id_;
   const int slot_;
   const int block_size_;
   const int reports_to_cover_;

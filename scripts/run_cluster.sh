@@ -89,7 +89,7 @@ done)
 Try it:
   $BUILD_DIR/tools/kvserve-cli --target=127.0.0.1:$ROUTER_PORT generate "The capital of France is" --max_tokens=16
   $BUILD_DIR/tools/kvserve-cli --target=127.0.0.1:$ROUTER_PORT chat "Write a haiku about caches."
-  $BUILD_DIR/tools/kvserve-cli workers --workers=$(IFS=,; echo "${worker_addresses[*]}")
+  $BUILD_DIR/tools/kvserve-cli --target=127.0.0.1:$ROUTER_PORT workers
   clients/python/generate_stubs.sh && clients/python/kvserve_client.py --target 127.0.0.1:$ROUTER_PORT --prompt "Hello"
 EOM
 if command -v grpcurl >/dev/null; then

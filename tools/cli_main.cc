@@ -3,14 +3,16 @@
 //   kvserve-cli generate "The capital of France is" --max_tokens=16 --temperature=0
 //   kvserve-cli chat "Write a haiku about caches."
 //   kvserve-cli tokenize "Hello world"
-//   kvserve-cli workers --workers=127.0.0.1:50061,127.0.0.1:50062
+//   kvserve-cli workers                      (the router's workers, kvserve.v1.RouterAdmin)
+//   kvserve-cli workers --workers=127.0.0.1:50061,127.0.0.1:50062   (asking workers directly)
 //
 // --target is the router (default 127.0.0.1:50051); --token sends "authorization: Bearer ...";
 // --tls_ca (+ --tls_cert / --tls_key for mTLS) connects with TLS. `generate` and `chat` print
-// the text as it streams, then the usage on stderr. `workers` asks each worker named by
-// --workers for its status (Worker.StreamStatus: the first message carries the capacity and a
-// snapshot of the cached blocks) and prints one table row per worker; it talks to the workers
-// directly because the public API deliberately exposes no cluster internals.
+// the text as it streams, then the usage on stderr. `workers` prints one table row per worker:
+// without --workers it asks the router at --target (RouterAdmin.ListWorkers: every worker the
+// router knows, with its health and the capacity the router's books hold); with --workers it asks
+// each named worker for its status directly (Worker.StreamStatus: the first message carries the
+// capacity and a snapshot of the cached blocks), e.g. to look at workers without a router.
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
@@ -28,12 +30,15 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "api/program_usage.h"
 #include "kvserve/v1/generation.grpc.pb.h"
+#include "kvserve/v1/router_admin.grpc.pb.h"
 #include "kvserve/v1/worker.grpc.pb.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "Router (or worker) host:port");
@@ -47,7 +52,8 @@ ABSL_FLAG(double, temperature, -1, "generate/chat: sampling temperature (-1: ser
 ABSL_FLAG(int64_t, seed, -1, "generate/chat: sampling seed (-1: the router draws one)");
 ABSL_FLAG(std::string, system, "", "chat: a system message");
 ABSL_FLAG(double, timeout_s, 300, "Deadline of each call in seconds");
-ABSL_FLAG(std::string, workers, "", "workers: host:port,... of the workers to list");
+ABSL_FLAG(std::string, workers, "",
+          "workers: host:port,... of workers to ask directly (empty: ask the router at --target)");
 
 namespace kvserve {
 namespace {
@@ -139,14 +145,33 @@ int Tokenize(const std::string& text) {
   return 0;
 }
 
-// One row of the `workers` table from the worker's first status message(s).
+// The router's table: RouterAdmin.ListWorkers at --target.
+int RouterWorkers() {
+  auto stub = v1::RouterAdmin::NewStub(Connect(absl::GetFlag(FLAGS_target)));
+  grpc::ClientContext context;
+  Prepare(&context);
+  v1::ListWorkersResponse response;
+  grpc::Status status = stub->ListWorkers(&context, v1::ListWorkersRequest(), &response);
+  if (!status.ok()) return Report(status);
+  std::cout << absl::StrFormat("%-24s %-22s %-11s %14s %8s %8s %8s\n", "WORKER", "ID", "HEALTH",
+                               "FREE/TOTAL", "CACHED", "RUNNING", "WAITING");
+  for (const v1::WorkerInfo& worker : response.workers()) {
+    std::string health = absl::AsciiStrToLower(
+        absl::StripPrefix(v1::WorkerHealth_Name(worker.health()), "WORKER_HEALTH_"));
+    std::cout << absl::StrFormat("%-24s %-22s %-11s %6d/%-7d %8d %8d %8d\n", worker.address(),
+                                 worker.id().empty() ? "-" : worker.id(), health,
+                                 worker.free_blocks(), worker.total_blocks(),
+                                 worker.cached_blocks(), worker.running_requests(),
+                                 worker.waiting_requests());
+  }
+  return 0;
+}
+
+// One row of the `workers` table from each worker's first status message(s).
 int Workers() {
   std::vector<std::string> addresses =
       absl::StrSplit(absl::GetFlag(FLAGS_workers), ',', absl::SkipWhitespace());
-  if (addresses.empty()) {
-    std::cerr << "kvserve-cli workers: --workers: give the workers' host:port list" << std::endl;
-    return 2;
-  }
+  if (addresses.empty()) return RouterWorkers();
   std::cout << absl::StrFormat("%-24s %-22s %14s %8s %8s %8s\n", "WORKER", "ID", "FREE/TOTAL",
                                "CACHED", "RUNNING", "WAITING");
   int failures = 0;
@@ -212,7 +237,7 @@ int Wait() {
 
 int Usage() {
   std::cerr << "usage: kvserve-cli generate|chat|tokenize TEXT | kvserve-cli workers "
-               "--workers=host:port,... | kvserve-cli wait  (--help for flags)"
+               "[--workers=host:port,...] | kvserve-cli wait  (--help for flags)"
             << std::endl;
   return 2;
 }

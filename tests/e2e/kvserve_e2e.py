@@ -42,7 +42,8 @@ def generate_stubs(proto_root, extra_proto_root):
     sys.path.insert(0, _STUB_DIR)
     names = ["kvserve.v1.generation_pb2", "kvserve.v1.generation_pb2_grpc",
              "kvserve.v1.worker_pb2", "kvserve.v1.worker_pb2_grpc", "kvserve.v1.output_pb2",
-             "kvserve.v1.sampling_pb2", "grpc.health.v1.health_pb2",
+             "kvserve.v1.sampling_pb2", "kvserve.v1.router_admin_pb2",
+             "kvserve.v1.router_admin_pb2_grpc", "grpc.health.v1.health_pb2",
              "grpc.health.v1.health_pb2_grpc"]
     # grpc.health.v1 lives next to the installed grpc package: extend grpc's package path.
     import grpc

@@ -61,6 +61,14 @@ class RouterAuthTest(unittest.TestCase):
         with self.assertRaises(grpc.RpcError) as raised:
             self.stub.Tokenize(lib.PB["generation_pb2"].TokenizeRequest(prompt="Hi"), timeout=10)
         self.assertEqual(raised.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+        admin = lib.PB["router_admin_pb2_grpc"].RouterAdminStub(
+            grpc.secure_channel(self.router.address, self.credentials))
+        request = lib.PB["router_admin_pb2"].ListWorkersRequest()
+        with self.assertRaises(grpc.RpcError) as raised:
+            admin.ListWorkers(request, timeout=10)
+        self.assertEqual(raised.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+        self.assertEqual(len(admin.ListWorkers(
+            request, timeout=10, metadata=[("authorization", "Bearer bob-secret")]).workers), 1)
         _, _, _, usage = self.generate("Hello", "alice-secret")
         self.assertGreater(usage.prompt_tokens, 0)
 

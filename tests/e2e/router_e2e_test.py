@@ -2,10 +2,11 @@
 model, loopback, every port chosen by its process and read from its output): prefix-aware and
 load-spreading routing, capacity-aware routing with queueing and RESOURCE_EXHAUSTED, cancel and
 deadline propagation (blocks freed on the worker), two router replicas agreeing on capacity,
-DNS discovery, locally served Tokenize / GetModelInfo / health, and start-up flag errors.
+DNS discovery, locally served Tokenize / GetModelInfo / health, RouterAdmin.ListWorkers and
+`kvserve-cli workers --target=ROUTER`, and start-up flag errors.
 
   python3 router_e2e_test.py --worker=build/worker/kvserve-worker \
-      --router=build/router/kvserve-router --proto-root=proto
+      --router=build/router/kvserve-router --cli=build/tools/kvserve-cli --proto-root=proto
 """
 
 import subprocess
@@ -68,6 +69,32 @@ class RouterRoutingTest(unittest.TestCase):
         text = self.stub.Detokenize(lib.PB["generation_pb2"].DetokenizeRequest(token_ids=ids),
                                     timeout=10).text
         self.assertEqual(text, "Hello world")
+
+    def test_router_lists_its_workers_and_the_cli_prints_them(self):
+        admin_pb2 = lib.PB["router_admin_pb2"]
+        admin = lib.PB["router_admin_pb2_grpc"].RouterAdminStub(
+            grpc.insecure_channel(self.router.address))
+        listed = admin.ListWorkers(admin_pb2.ListWorkersRequest(), timeout=10).workers
+        self.assertEqual([w.address for w in listed], sorted(w.address for w in self.workers))
+        for info, worker in zip(listed, sorted(self.workers, key=lambda w: w.address)):
+            self.assertEqual(info.health, admin_pb2.WORKER_HEALTH_HEALTHY)
+            self.assertFalse(info.failed)
+            self.assertTrue(info.capacity_known)
+            self.assertTrue(info.id, "the worker's own id")
+            self.assertEqual(info.block_size, 16)
+            self.assertEqual(info.total_blocks,
+                             self.router.worker_gauge("kvserve_router_worker_total_blocks", worker))
+            self.assertGreater(info.free_blocks, 0)
+            self.assertLessEqual(info.free_blocks, info.total_blocks)
+        # kvserve-cli workers needs only the router's address.
+        result = subprocess.run([OPTIONS["cli"], "workers", f"--target={self.router.address}"],
+                                capture_output=True, text=True, timeout=60, check=False)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        rows = result.stdout.splitlines()
+        self.assertEqual(len(rows), 1 + len(self.workers), result.stdout)
+        for worker in self.workers:
+            self.assertTrue(any(row.startswith(worker.address) and " healthy " in row
+                                for row in rows), result.stdout)
 
     def test_streams_text_through_the_router(self):
         stream = self.stub.Generate(lib.request("The capital of France is", temperature=0,

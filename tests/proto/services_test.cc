@@ -12,6 +12,7 @@
 #include "google/protobuf/descriptor.h"
 #include "gtest/gtest.h"
 #include "kvserve/v1/generation.grpc.pb.h"
+#include "kvserve/v1/router_admin.grpc.pb.h"
 #include "kvserve/v1/worker.grpc.pb.h"
 
 namespace kvserve::v1 {
@@ -35,7 +36,8 @@ class ApiLinked : public ::testing::Environment {
   void SetUp() override {
     for (const Descriptor* message :
          {SamplingParams::descriptor(), GenerateResponse::descriptor(),
-          GenerateRequest::descriptor(), KvEvent::descriptor(), WorkerStatus::descriptor()}) {
+          GenerateRequest::descriptor(), KvEvent::descriptor(), WorkerStatus::descriptor(),
+          ListWorkersRequest::descriptor()}) {
       ASSERT_NE(message->file(), nullptr);
     }
   }
@@ -82,9 +84,15 @@ TEST(ServicesTest, WorkerHasTheDocumentedMethods) {
        {"GetModelInfo", "kvserve.v1.GetModelInfoRequest", "kvserve.v1.ModelInfo", false}});
 }
 
+TEST(ServicesTest, RouterAdminHasTheDocumentedMethods) {
+  ExpectService("kvserve.v1.RouterAdmin", {{"ListWorkers", "kvserve.v1.ListWorkersRequest",
+                                            "kvserve.v1.ListWorkersResponse", false}});
+}
+
 TEST(ServicesTest, GeneratedStubsNameTheSameServices) {
   EXPECT_STREQ(Generation::service_full_name(), "kvserve.v1.Generation");
   EXPECT_STREQ(Worker::service_full_name(), "kvserve.v1.Worker");
+  EXPECT_STREQ(RouterAdmin::service_full_name(), "kvserve.v1.RouterAdmin");
 }
 
 TEST(ServicesTest, PublicRequestHasNoCacheSalt) {
@@ -144,7 +152,7 @@ std::string DescribeApi() {
   std::ostringstream out;
   for (const char* file_name :
        {"kvserve/v1/sampling.proto", "kvserve/v1/output.proto", "kvserve/v1/generation.proto",
-        "kvserve/v1/kv_events.proto", "kvserve/v1/worker.proto"}) {
+        "kvserve/v1/kv_events.proto", "kvserve/v1/worker.proto", "kvserve/v1/router_admin.proto"}) {
     const FileDescriptor* file = DescriptorPool::generated_pool()->FindFileByName(file_name);
     if (file == nullptr) return std::string("missing file ") + file_name + "\n";
     out << "file " << file->name() << " package " << file->package() << "\n";

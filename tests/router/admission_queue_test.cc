@@ -1,6 +1,6 @@
-// AdmissionQueue: order (priority, then arrival, strict), the bound, refusals, cancellation,
-// deadlines, and wake-up when capacity arrives (a status report or a request finishing), with
-// real threads blocked in Admit().
+// AdmissionQueue: order (priority, then deadline, then arrival, strict), the bound, refusals and
+// their typed reasons, cancellation, deadlines, and wake-up when capacity arrives (a status report
+// or a request finishing), with real threads waiting for their callbacks.
 
 #include "router/admission_queue.h"
 
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "tests/router/router_test_util.h"
 
 namespace kvserve {
@@ -38,8 +39,7 @@ class AdmissionQueueTest : public ::testing::Test {
 
   void MakeQueue(int max_waiting = 64) {
     queue_ = std::make_unique<AdmissionQueue>(
-        books_.get(), AdmissionOptions{.max_waiting_requests = max_waiting,
-                                       .cancel_poll_interval = absl::Milliseconds(5)});
+        books_.get(), AdmissionOptions{.max_waiting_requests = max_waiting});
   }
 
   void Report(const CapacitySpec& capacity, bool draining = false) {
@@ -62,11 +62,25 @@ class AdmissionQueueTest : public ::testing::Test {
   // Submits with a callback that records the outcome under `mu_`.
   uint64_t SubmitRecorded(AdmissionRequest request) {
     const std::string id = request.route.request_id;
-    return queue_->Submit(std::move(request), [this, id](absl::StatusOr<RoutingDecision> outcome) {
+    return queue_->Submit(std::move(request), [this, id](AdmissionOutcome outcome) {
       absl::MutexLock lock(&mu_);
       order_.push_back(id);
-      codes_[id] = outcome.status().code();
+      codes_[id] = outcome.decision.status().code();
+      refusals_[id] = outcome.refusal;
     });
+  }
+
+  // Submits and waits for the callback on this thread (as a test's stand-in for a caller that
+  // waits for its outcome).
+  absl::StatusOr<RoutingDecision> SubmitAndWait(AdmissionRequest request) {
+    absl::Notification done;
+    absl::StatusOr<RoutingDecision> result;
+    queue_->Submit(std::move(request), [&](AdmissionOutcome outcome) {
+      result = std::move(outcome.decision);
+      done.Notify();
+    });
+    done.WaitForNotification();
+    return result;
   }
 
   std::vector<std::string> Order() {
@@ -77,6 +91,10 @@ class AdmissionQueueTest : public ::testing::Test {
     absl::MutexLock lock(&mu_);
     return codes_.at(id);
   }
+  AdmissionRefusal Refusal(const std::string& id) {
+    absl::MutexLock lock(&mu_);
+    return refusals_.at(id);
+  }
 
   std::unique_ptr<ClusterBooks> books_;
   std::unique_ptr<AdmissionQueue> queue_;
@@ -84,6 +102,7 @@ class AdmissionQueueTest : public ::testing::Test {
   absl::Mutex mu_;
   std::vector<std::string> order_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, absl::StatusCode> codes_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, AdmissionRefusal> refusals_ ABSL_GUARDED_BY(mu_);
 };
 
 TEST_F(AdmissionQueueTest, RoutesAtOnceWhenAWorkerHasRoom) {
@@ -107,6 +126,32 @@ TEST_F(AdmissionQueueTest, WaitersAreAdmittedByPriorityThenArrival) {
   Report({.total = 100, .free = 100});  // 8 still reserved: room for the rest
   EXPECT_EQ(Order(), (std::vector<std::string>{"high1", "high2", "low1", "low2", "neg"}));
   EXPECT_EQ(queue_->num_waiting(), 0);
+}
+
+TEST_F(AdmissionQueueTest, EqualPriorityWaitersAreAdmittedEarliestDeadlineFirst) {
+  MakeQueue();
+  const absl::Time now = absl::Now();
+  for (auto [id, deadline] :
+       std::vector<std::pair<std::string, absl::Time>>{{"none", absl::InfiniteFuture()},
+                                                       {"late", now + absl::Hours(2)},
+                                                       {"soon", now + absl::Hours(1)},
+                                                       {"late2", now + absl::Hours(2)}}) {
+    AdmissionRequest request = Needing(id, 4);
+    request.deadline = deadline;
+    EXPECT_NE(SubmitRecorded(std::move(request)), 0u) << id;
+  }
+  Report({.total = 100, .free = 100});
+  EXPECT_EQ(Order(), (std::vector<std::string>{"soon", "late", "late2", "none"}));
+}
+
+TEST_F(AdmissionQueueTest, AnEarlierDeadlineBypassesEqualPriorityWaiters) {
+  MakeQueue();
+  Report({.total = 100, .free = 5});
+  SubmitRecorded(Needing("big", 10));  // no deadline: waits
+  AdmissionRequest urgent = Needing("urgent", 2);
+  urgent.deadline = absl::Now() + absl::Hours(1);
+  EXPECT_EQ(SubmitRecorded(std::move(urgent)), 0u) << "sorts before every waiter and fits";
+  EXPECT_EQ(Code("urgent"), absl::StatusCode::kOk);
 }
 
 TEST_F(AdmissionQueueTest, TheHeadHoldsBackSmallerWaitersUntilItLeaves) {
@@ -138,6 +183,8 @@ TEST_F(AdmissionQueueTest, PastTheBoundRequestsAreRefused) {
   SubmitRecorded(Needing("b", 4));
   EXPECT_EQ(SubmitRecorded(Needing("c", 4)), 0u);
   EXPECT_EQ(Code("c"), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(Refusal("c"), AdmissionRefusal::kQueueFull);
+  EXPECT_EQ(RefusalLabel(Refusal("c")), "queue_full");
   EXPECT_EQ(queue_->num_waiting(), 2);
 }
 
@@ -145,6 +192,7 @@ TEST_F(AdmissionQueueTest, ARequestLargerThanEveryPoolIsRefusedAtOnce) {
   MakeQueue();
   EXPECT_EQ(SubmitRecorded(Needing("huge", 101)), 0u);
   EXPECT_EQ(Code("huge"), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(Refusal("huge"), AdmissionRefusal::kNeverFits);
   SubmitRecorded(Needing("waiting", 4));
   EXPECT_EQ(SubmitRecorded(Needing("huge2", 200)), 0u) << "also when others wait";
   EXPECT_EQ(Code("huge2"), absl::StatusCode::kResourceExhausted);
@@ -174,24 +222,25 @@ TEST_F(AdmissionQueueTest, DeadlinesExpireWaiters) {
   EXPECT_EQ(SubmitRecorded(std::move(past)), 0u);
   EXPECT_EQ(Code("past"), absl::StatusCode::kDeadlineExceeded);
 
-  AdmissionRequest blocking = Needing("blocking", 4);
-  blocking.deadline = absl::Now() + absl::Milliseconds(30);
-  EXPECT_EQ(queue_->Admit(std::move(blocking)).status().code(),
-            absl::StatusCode::kDeadlineExceeded);
+  AdmissionRequest soon = Needing("soon", 4);
+  soon.deadline = absl::Now() + absl::Milliseconds(30);
+  ASSERT_NE(SubmitRecorded(std::move(soon)), 0u);
+  absl::SleepFor(absl::Milliseconds(40));
+  queue_->Retry();  // any retry (a status report, a request ending) expires overdue waiters
+  EXPECT_EQ(Code("soon"), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(Refusal("soon"), AdmissionRefusal::kDeadline);
   EXPECT_EQ(queue_->num_waiting(), 0);
 }
 
-TEST_F(AdmissionQueueTest, BlockedAdmitReturnsCancelledWhenItsCallerCancels) {
+TEST_F(AdmissionQueueTest, CancelRefusesTheWaiterBeforeItReturns) {
   MakeQueue();
-  std::atomic<bool> cancelled = false;
-  absl::StatusOr<RoutingDecision> outcome;
-  std::thread handler(
-      [&] { outcome = queue_->Admit(Needing("r", 4), [&] { return cancelled.load(); }); });
-  while (queue_->num_waiting() == 0) absl::SleepFor(absl::Milliseconds(1));
-  cancelled = true;
-  handler.join();
-  EXPECT_EQ(outcome.status().code(), absl::StatusCode::kCancelled);
+  const uint64_t ticket = SubmitRecorded(Needing("r", 4));
+  ASSERT_NE(ticket, 0u);
+  EXPECT_TRUE(queue_->Cancel(ticket));
+  EXPECT_EQ(Code("r"), absl::StatusCode::kCancelled);
+  EXPECT_EQ(Refusal("r"), AdmissionRefusal::kCancelled);
   EXPECT_EQ(queue_->num_waiting(), 0);
+  EXPECT_FALSE(queue_->Cancel(ticket)) << "tickets are never reused";
 }
 
 TEST_F(AdmissionQueueTest, BlockedHandlersWakeWhenAStatusReportBringsRoom) {
@@ -201,7 +250,7 @@ TEST_F(AdmissionQueueTest, BlockedHandlersWakeWhenAStatusReportBringsRoom) {
   std::vector<std::thread> handlers;
   for (int i = 0; i < kHandlers; ++i) {
     handlers.emplace_back(
-        [&, i] { outcomes[i] = queue_->Admit(Needing("h" + std::to_string(i), 4)); });
+        [&, i] { outcomes[i] = SubmitAndWait(Needing("h" + std::to_string(i), 4)); });
   }
   while (queue_->num_waiting() < kHandlers) absl::SleepFor(absl::Milliseconds(1));
   std::thread status_stream([&] { Report({.total = 100, .free = 4 * kHandlers}); });
@@ -227,7 +276,7 @@ TEST_F(AdmissionQueueTest, FinishingRequestsLetWaitersIn) {
     handlers.emplace_back([&, t] {
       for (int i = 0; i < kRequestsEach; ++i) {
         const std::string id = "t" + std::to_string(t) + "-" + std::to_string(i);
-        absl::StatusOr<RoutingDecision> outcome = queue_->Admit(Needing(id, 4, i % 3));
+        absl::StatusOr<RoutingDecision> outcome = SubmitAndWait(Needing(id, 4, i % 3));
         ASSERT_TRUE(outcome.ok()) << outcome.status();
         const int now = ++in_flight;
         int seen = max_in_flight.load();
@@ -251,6 +300,7 @@ TEST_F(AdmissionQueueTest, DestroyingTheQueueRefusesItsWaiters) {
   SubmitRecorded(Needing("left", 4));
   queue_.reset();
   EXPECT_EQ(Code("left"), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Refusal("left"), AdmissionRefusal::kShuttingDown);
   Report({.total = 100, .free = 100});  // the books no longer call the queue
 }
 

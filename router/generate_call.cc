@@ -1,0 +1,470 @@
+#include "router/generate_call.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "api/raw_message.h"
+#include "api/status_conversion.h"
+#include "kvserve/v1/worker.grpc.pb.h"
+
+namespace kvserve {
+namespace {
+
+namespace v1 = kvserve::v1;
+
+absl::Time DeadlineOf(const grpc::CallbackServerContext& call) {
+  const auto deadline = call.deadline();
+  // No deadline reads as the far future; keep it out of absl::Time's arithmetic.
+  if (deadline > std::chrono::system_clock::now() + std::chrono::hours(24 * 365)) {
+    return absl::InfiniteFuture();
+  }
+  return absl::FromChrono(deadline);
+}
+
+// Worker failures after which another worker can continue the request.
+bool Migratable(const grpc::Status& status, bool started) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::OK:  // ended without usage: the stream was cut
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::UNKNOWN:
+    case grpc::StatusCode::INTERNAL:
+    case grpc::StatusCode::ABORTED:
+      return true;
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return !started;  // the worker's queue was full: try another
+    default:
+      return false;
+  }
+}
+
+grpc::Status Cancelled() {
+  return grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the request");
+}
+
+// Ends a call at once: a request refused before it ran.
+class RefusedCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+ public:
+  explicit RefusedCall(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+// One Worker.Generate call. Its flags are guarded by the owning GenerateCall's mu_.
+class GenerateCall::Upstream final : public grpc::ClientReadReactor<v1::GenerateResponse> {
+ public:
+  Upstream(GenerateCall* owner, std::string worker_id, std::shared_ptr<WorkerConnection> worker,
+           v1::WorkerGenerateRequest request)
+      : owner_(owner),
+        worker_id_(std::move(worker_id)),
+        worker_(std::move(worker)),
+        context_(grpc::ClientContext::FromCallbackServerContext(*owner->call_)),
+        request_(std::move(request)) {}
+
+  // Starts the call; it cannot end before ReleaseHold.
+  void Begin() {
+    tracked_ = worker_->RegisterCall(context_.get());
+    worker_->stub().async()->Generate(context_.get(), &request_, this);
+    AddHold();
+    StartCall();
+  }
+  void ReadNext() { StartRead(&response_); }
+  void Cancel() { context_->TryCancel(); }
+  void ReleaseHold() { RemoveHold(); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      owner_->OnUpstreamEnd();
+      return;
+    }
+    worker_->NoteProgress(tracked_);
+    owner_->OnUpstreamMessage(this);
+  }
+  // The owner may destroy this Upstream inside OnUpstreamDone: nothing may follow it.
+  void OnDone(const grpc::Status& status) override {
+    const bool lost = worker_->UnregisterCall(tracked_);
+    owner_->OnUpstreamDone(this, status, lost);
+  }
+
+  const std::string& worker_id() const { return worker_id_; }
+  v1::GenerateResponse* response() { return &response_; }
+
+  // Guarded by the owner's mu_.
+  bool started = false;        // a message arrived: the reservation is marked started
+  bool got_usage = false;      // the last message (with usage) arrived
+  bool cancel_sent = false;    // TryCancel was decided
+  bool hold_released = false;  // no more reads will start
+
+ private:
+  GenerateCall* const owner_;
+  const std::string worker_id_;
+  const std::shared_ptr<WorkerConnection> worker_;
+  const std::unique_ptr<grpc::ClientContext> context_;
+  const v1::WorkerGenerateRequest request_;
+  uint64_t tracked_ = 0;
+  v1::GenerateResponse response_;
+};
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerateProxy::Start(grpc::CallbackServerContext* call,
+                                                                 ProxiedRequest request) {
+  return GenerateCall::Start(this, call, std::move(request));
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* RefuseGenerate(const grpc::Status& status) {
+  return new RefusedCall(status);
+}
+
+GenerateCall* GenerateCall::Start(GenerateProxy* proxy, grpc::CallbackServerContext* call,
+                                  ProxiedRequest request) {
+  auto* reactor = new GenerateCall(proxy, call, std::move(request));
+  reactor->Admit();
+  return reactor;
+}
+
+GenerateCall::GenerateCall(GenerateProxy* proxy, grpc::CallbackServerContext* call,
+                           ProxiedRequest request)
+    : proxy_(proxy),
+      call_(call),
+      request_(std::move(request)),
+      deadline_(DeadlineOf(*call)),
+      progress_(&request_) {}
+
+void GenerateCall::AddHold() {
+  absl::MutexLock lock(&mu_);
+  ++holds_;
+}
+
+void GenerateCall::Unref() {
+  bool last = false;
+  {
+    absl::MutexLock lock(&mu_);
+    last = --holds_ == 0;
+  }
+  if (last) delete this;
+}
+
+// --- Route / admit -------------------------------------------------------------------------
+
+void GenerateCall::Admit() {
+  AdmissionRequest admission;
+  bool stop = false;
+  {
+    absl::MutexLock lock(&mu_);
+    ++holds_;  // this function's own: the call may end on another thread during Submit
+    stop = cancelled_ || client_gone_;
+    if (!stop) {
+      admission =
+          AdmissionRequest{progress_.RouteFor(failed_workers_), request_.priority, deadline_};
+      admitting_ = true;
+      ticket_ = 0;
+      admission_start_ = absl::Now();
+      submitter_ = std::this_thread::get_id();
+      submit_returned_ = false;
+      ++holds_;  // the admission callback's, until OnAdmitted returns
+    }
+  }
+  if (stop) {
+    EndWith(Cancelled());
+    Unref();
+    return;
+  }
+  AdmissionQueue* queue = proxy_->queue();
+  const uint64_t ticket =
+      queue->Submit(std::move(admission), [this](AdmissionOutcome o) { OnAdmitted(std::move(o)); });
+  bool cancel_now = false;
+  {
+    absl::MutexLock lock(&mu_);
+    submit_returned_ = true;
+    if (ticket != 0 && admitting_) {
+      ticket_ = ticket;
+      cancel_now = cancelled_;  // OnCancel came before the ticket was known
+    }
+  }
+  if (ticket != 0) proxy_->metrics()->SetQueueDepth(queue->num_waiting());
+  if (cancel_now) queue->Cancel(ticket);
+  Unref();
+}
+
+void GenerateCall::OnAdmitted(AdmissionOutcome outcome) {
+  RouterMetrics* metrics = proxy_->metrics();
+  bool stop = false;
+  int attempt = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    admitting_ = false;
+    const absl::Duration waited = absl::Now() - admission_start_;
+    if (!submit_returned_ && std::this_thread::get_id() == submitter_) {
+      metrics->RecordDecision(waited);  // routed or refused inline
+    } else {
+      metrics->RecordQueueWait(waited);
+      metrics->SetQueueDepth(proxy_->queue()->num_waiting());
+    }
+    stop = cancelled_ || client_gone_;
+    attempt = attempt_;
+  }
+  if (!outcome.decision.ok()) {
+    // A call cancelled by its own deadline counts as a deadline, whichever check saw it first
+    // (the client's timer usually fires, and cancels, a moment before the server's).
+    const bool past_deadline = absl::Now() + absl::Milliseconds(50) >= deadline_;
+    metrics->RecordRejection(past_deadline ? "deadline" : RefusalLabel(outcome.refusal));
+    if (attempt > 0 && outcome.refusal == AdmissionRefusal::kNoWorker) {
+      grpc::Status failure;
+      {
+        absl::MutexLock lock(&mu_);
+        failure = last_failure_;
+      }
+      EndWith(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                           absl::StrCat("no other worker can continue the request after: ",
+                                        failure.error_message())),
+              /*usage_may_end=*/true);
+    } else {
+      EndWith(ToGrpcStatus(outcome.decision.status()));
+    }
+    Unref();
+    return;
+  }
+  const std::string worker_id = outcome.decision->worker_id;
+  if (stop) {
+    proxy_->books()->Release(request_.router_request_id);
+    EndWith(Cancelled());
+    Unref();
+    return;
+  }
+  std::shared_ptr<WorkerConnection> worker = proxy_->registry()->Find(worker_id);
+  if (worker == nullptr) {  // removed by discovery since the decision
+    proxy_->books()->Release(request_.router_request_id);
+    {
+      absl::MutexLock lock(&mu_);
+      failed_workers_.push_back(worker_id);
+    }
+    Admit();
+  } else {
+    metrics->RecordRouted(worker_id);
+    OpenUpstream(worker_id, std::move(worker));
+  }
+  Unref();
+}
+
+// --- Open upstream ---------------------------------------------------------------------------
+
+void GenerateCall::OpenUpstream(const std::string& worker_id,
+                                std::shared_ptr<WorkerConnection> worker) {
+  v1::WorkerGenerateRequest request;
+  {
+    absl::MutexLock lock(&mu_);
+    request = progress_.WorkerRequest();
+    ++holds_;  // the worker call's, until OnUpstreamDone
+  }
+  auto upstream =
+      std::make_shared<Upstream>(this, worker_id, std::move(worker), std::move(request));
+  upstream->Begin();
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    upstream_ = std::move(upstream);
+    read_in_flight_ = false;
+    PlanLocked(&actions);  // the first read, or cancel it when the client left meanwhile
+  }
+  Execute(std::move(actions));
+}
+
+// --- Forward ---------------------------------------------------------------------------------
+
+void GenerateCall::OnUpstreamMessage(Upstream* upstream) {
+  Actions actions;
+  bool first = false;
+  {
+    absl::MutexLock lock(&mu_);
+    read_in_flight_ = false;
+    if (!cancelled_ && !client_gone_) {
+      first = !upstream->started;
+      upstream->started = true;
+      if (progress_.Apply(upstream->response())) upstream->got_usage = true;
+      write_buffer_ = ToByteBuffer(*upstream->response());
+      write_in_flight_ = true;
+      actions.write = true;
+    }
+    PlanLocked(&actions);
+  }
+  if (first) proxy_->books()->MarkStarted(request_.router_request_id);
+  Execute(std::move(actions));
+}
+
+void GenerateCall::OnWriteDone(bool ok) {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    write_in_flight_ = false;
+    if (!ok) {
+      client_gone_ = true;
+      if (pending_finish_.has_value()) pending_finish_ = Cancelled();
+      last_message_.reset();
+    }
+    PlanLocked(&actions);
+  }
+  Execute(std::move(actions));
+}
+
+void GenerateCall::OnUpstreamEnd() {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    read_in_flight_ = false;
+    if (upstream_ != nullptr && !upstream_->hold_released) {
+      upstream_->hold_released = true;
+      actions.release_hold = upstream_;
+    }
+  }
+  Execute(std::move(actions));
+}
+
+// --- Migrate or finish -----------------------------------------------------------------------
+
+void GenerateCall::OnUpstreamDone(Upstream* upstream, grpc::Status status, bool lost) {
+  proxy_->books()->Release(request_.router_request_id);
+  RouterMetrics* metrics = proxy_->metrics();
+  std::shared_ptr<Upstream> ended;  // destroyed on return, after the last use of `upstream`
+  bool client_stopped = false;
+  bool all_finished = false;
+  int attempt = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    ended = std::move(upstream_);
+    read_in_flight_ = false;
+    client_stopped = cancelled_ || client_gone_;
+    all_finished = progress_.all_finished();
+    attempt = attempt_;
+  }
+  const std::string worker_id = upstream->worker_id();
+  if (lost && !client_stopped) {
+    // The connection cancelled it: the worker stopped answering or the stream stalled.
+    status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          absl::StrCat("worker ", worker_id, " stopped answering"));
+  }
+  if (client_stopped) {
+    EndWith(Cancelled());
+  } else if (status.ok() && upstream->got_usage) {
+    EndWith(grpc::Status::OK);
+  } else if (!Migratable(status, upstream->started)) {
+    metrics->RecordRejection(
+        status.error_code() == grpc::StatusCode::INVALID_ARGUMENT    ? "invalid_argument"
+        : status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ? "deadline"
+                                                                     : "worker_error");
+    EndWith(status);  // the request's own error (e.g. a bad sampling field): as the worker said
+  } else {
+    const grpc::Status failure =
+        status.ok()
+            ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "the worker's stream ended without usage")
+            : status;
+    if (all_finished) {
+      EndWith(failure, /*usage_may_end=*/true);  // only the usage message is missing
+    } else if (attempt >= proxy_->max_migrations()) {
+      metrics->RecordRejection("migrations_exhausted");
+      EndWith(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                           absl::StrCat("worker ", worker_id, " failed (", failure.error_message(),
+                                        ") and the request already moved ", attempt,
+                                        " times (--max_migrations)")),
+              /*usage_may_end=*/true);
+    } else {
+      metrics->RecordMigration();
+      {
+        absl::MutexLock lock(&mu_);
+        last_failure_ = failure;
+        failed_workers_.push_back(worker_id);
+        ++attempt_;
+      }
+      Admit();
+    }
+  }
+  Unref();
+}
+
+void GenerateCall::EndWith(grpc::Status status, bool usage_may_end) {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    if (pending_finish_.has_value() || finished_) return;
+    std::optional<v1::GenerateResponse> usage_only;
+    if (usage_may_end) usage_only = progress_.UsageOnlyEnding();
+    if (usage_only.has_value() && !client_gone_ && !cancelled_) {
+      last_message_ = ToByteBuffer(*usage_only);
+      status = grpc::Status::OK;
+    }
+    pending_finish_ = std::move(status);
+    PlanLocked(&actions);
+  }
+  Execute(std::move(actions));
+}
+
+// --- Plan / execute --------------------------------------------------------------------------
+
+void GenerateCall::PlanLocked(Actions* actions) {
+  if (finished_) return;
+  const bool stopping = cancelled_ || client_gone_;
+  if (upstream_ != nullptr) {
+    Upstream& upstream = *upstream_;
+    if (stopping && !upstream.cancel_sent) {
+      upstream.cancel_sent = true;
+      actions->cancel = upstream_;
+    }
+    if (!upstream.hold_released && !read_in_flight_) {
+      if (stopping) {
+        upstream.hold_released = true;
+        actions->release_hold = upstream_;
+      } else if (!write_in_flight_ && !actions->write) {
+        read_in_flight_ = true;
+        actions->read = upstream_;
+      }
+    }
+    return;
+  }
+  if (!pending_finish_.has_value() || admitting_ || write_in_flight_ || actions->write) return;
+  if (last_message_.has_value()) {
+    write_buffer_ = *std::move(last_message_);
+    last_message_.reset();
+    write_in_flight_ = true;
+    actions->write = true;
+    return;
+  }
+  finished_ = true;
+  actions->finish = pending_finish_;
+}
+
+void GenerateCall::Execute(Actions actions) {
+  if (actions.cancel != nullptr) actions.cancel->Cancel();
+  if (actions.write) StartWrite(&write_buffer_);
+  if (actions.read != nullptr) actions.read->ReadNext();
+  if (actions.release_hold != nullptr) actions.release_hold->ReleaseHold();
+  if (actions.finish.has_value()) {
+    proxy_->metrics()->RecordFinished(
+        absl::StatusCodeToString(static_cast<absl::StatusCode>(actions.finish->error_code())));
+    Finish(*actions.finish);
+  }
+}
+
+// --- Client side -----------------------------------------------------------------------------
+
+void GenerateCall::OnCancel() {
+  Actions actions;
+  uint64_t ticket = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    if (admitting_) ticket = ticket_;
+    if (pending_finish_.has_value() && !finished_) {
+      pending_finish_ = Cancelled();
+      last_message_.reset();
+    }
+    PlanLocked(&actions);
+  }
+  // Its callback (CANCELLED) ends the call; false: the callback is running elsewhere and sees
+  // cancelled_.
+  if (ticket != 0) proxy_->queue()->Cancel(ticket);
+  Execute(std::move(actions));
+}
+
+void GenerateCall::OnDone() { Unref(); }
+
+}  // namespace kvserve

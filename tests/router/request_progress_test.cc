@@ -1,0 +1,114 @@
+// RequestProgress: what a resubmission carries after a worker failed (the route's context and
+// budget, each unfinished choice's tokens and text bytes), and how worker messages are rewritten
+// for the client (request id, usage over every call).
+#include "router/request_progress.h"
+
+#include <gtest/gtest.h>
+
+namespace kvserve {
+namespace {
+
+namespace v1 = kvserve::v1;
+
+ProxiedRequest Request(int n) {
+  ProxiedRequest request;
+  request.client_request_id = "client-1";
+  request.router_request_id = "router-r1";
+  request.prompt_token_ids = {1, 2, 3, 4, 5};
+  request.sampling.set_max_tokens(10);
+  request.sampling.set_n(n);
+  request.sampling.set_seed(7);
+  request.cache_salt = "salt";
+  request.context_length = 100;
+  return request;
+}
+
+v1::GenerateResponse Delta(int index, std::vector<int32_t> tokens, const std::string& text,
+                           v1::FinishReason finish = v1::FINISH_REASON_UNSPECIFIED) {
+  v1::GenerateResponse response;
+  response.set_request_id("router-r1");
+  v1::ChoiceDelta* delta = response.add_choices();
+  delta->set_index(index);
+  delta->mutable_token_ids()->Add(tokens.begin(), tokens.end());
+  delta->set_text(text);
+  delta->set_finish_reason(finish);
+  return response;
+}
+
+TEST(RequestProgressTest, OneChoiceResubmitsItsGeneratedTokensAsContext) {
+  const ProxiedRequest request = Request(1);
+  RequestProgress progress(&request);
+  v1::GenerateResponse response = Delta(0, {10, 11, 12}, "abc");
+  EXPECT_FALSE(progress.Apply(&response));
+  EXPECT_EQ(response.request_id(), "client-1");
+
+  const RouteRequest route = progress.RouteFor({"w1"});
+  EXPECT_EQ(route.tokens, (std::vector<TokenId>{1, 2, 3, 4, 5, 10, 11, 12}));
+  EXPECT_EQ(route.max_tokens, 7);
+  EXPECT_EQ(route.num_choices, 1);
+  EXPECT_TRUE(route.prefer_longest_prefix);
+  EXPECT_EQ(route.excluded_workers, std::vector<std::string>{"w1"});
+  EXPECT_EQ(route.cache_salt, "salt");
+
+  const v1::WorkerGenerateRequest call = progress.WorkerRequest();
+  EXPECT_EQ(call.request_id(), "router-r1");
+  EXPECT_EQ(call.prompt_token_ids_size(), 5);
+  EXPECT_EQ(call.sampling().seed(), 7u);
+  ASSERT_EQ(call.choices_size(), 1);
+  EXPECT_EQ(call.choices(0).generated_token_ids_size(), 3);
+  EXPECT_EQ(call.choices(0).emitted_text_bytes(), 3);
+}
+
+TEST(RequestProgressTest, FinishedChoicesAreNotResubmitted) {
+  const ProxiedRequest request = Request(2);
+  RequestProgress progress(&request);
+  v1::GenerateResponse first = Delta(0, {10}, "x", v1::FINISH_REASON_STOP);
+  progress.Apply(&first);
+  v1::GenerateResponse second = Delta(1, {20, 21}, "yz");
+  progress.Apply(&second);
+  EXPECT_FALSE(progress.all_finished());
+  const RouteRequest route = progress.RouteFor({});
+  EXPECT_EQ(route.tokens.size(), 5u) << "with n > 1 only the shared prompt is context";
+  EXPECT_EQ(route.num_choices, 1);
+  EXPECT_FALSE(route.prefer_longest_prefix);
+  const v1::WorkerGenerateRequest call = progress.WorkerRequest();
+  ASSERT_EQ(call.choices_size(), 1);
+  EXPECT_EQ(call.choices(0).index(), 1);
+  EXPECT_EQ(call.choices(0).generated_token_ids_size(), 2);
+}
+
+TEST(RequestProgressTest, UsageCountsEveryCallAndTheOriginalPrompt) {
+  const ProxiedRequest request = Request(1);
+  RequestProgress progress(&request);
+  v1::GenerateResponse before = Delta(0, {10, 11}, "ab");
+  progress.Apply(&before);  // the first worker, which then failed
+  v1::GenerateResponse last = Delta(0, {12}, "c", v1::FINISH_REASON_LENGTH);
+  last.mutable_usage()->set_prompt_tokens(7);  // the second worker's prompt: prompt + generated
+  last.mutable_usage()->set_completion_tokens(1);
+  last.mutable_usage()->set_cached_prompt_tokens(99);
+  EXPECT_TRUE(progress.Apply(&last));
+  EXPECT_EQ(last.usage().prompt_tokens(), 5);
+  EXPECT_EQ(last.usage().completion_tokens(), 3);
+  EXPECT_EQ(last.usage().cached_prompt_tokens(), 5) << "capped at the prompt";
+  EXPECT_TRUE(progress.all_finished());
+}
+
+TEST(RequestProgressTest, OnlyARequestWhoseChoicesAllFinishedMayEndWithUsageAlone) {
+  const ProxiedRequest request = Request(1);
+  RequestProgress progress(&request);
+  EXPECT_FALSE(progress.UsageOnlyEnding().has_value());
+  v1::GenerateResponse some = Delta(0, {10}, "a");
+  progress.Apply(&some);
+  EXPECT_FALSE(progress.UsageOnlyEnding().has_value());
+  v1::GenerateResponse done = Delta(0, {11}, "b", v1::FINISH_REASON_STOP);
+  progress.Apply(&done);
+  const std::optional<v1::GenerateResponse> ending = progress.UsageOnlyEnding();
+  ASSERT_TRUE(ending.has_value());
+  EXPECT_EQ(ending->request_id(), "client-1");
+  EXPECT_EQ(ending->usage().prompt_tokens(), 5);
+  EXPECT_EQ(ending->usage().completion_tokens(), 2);
+  EXPECT_EQ(ending->choices_size(), 0);
+}
+
+}  // namespace
+}  // namespace kvserve
