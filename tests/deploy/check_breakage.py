@@ -121,6 +121,9 @@ CASES = [
      "--device=cpu", "check_image.py", "use the CPU image"),
     ("cpu-dev on the CUDA image", f"{K8S}/overlays/cpu-dev/kustomization.yaml",
      "newTag: 0.1.0-cpu", "newTag: 0.1.0", "check_image.py", "use the CPU image"),
+    ("the CUDA image without the CUDA backend module", "deploy/docker/Dockerfile",
+     "      && install -m 0644 /build/kernels/libkvserve_cuda.so /opt/kvserve/lib/; \\\n", "",
+     "check_image.py", "libkvserve_cuda.so is not installed in /opt/kvserve/lib"),
     ("the CPU image on a CUDA base", "deploy/docker/Dockerfile",
      "FROM ubuntu:${UBUNTU_VERSION} AS runtime-base-cpu",
      "FROM nvidia/cuda:${CUDA_VERSION}-runtime-${BASE_OS} AS runtime-base-cpu", "check_image.py",
@@ -162,10 +165,11 @@ KUSTOMIZE_CASES = [
 
 def copy_tree(root, scratch):
     """The files the checks read: deploy/, docs/metrics.md, scripts/setup.sh, the model's default
-    path, and the sources and CMake files of worker/, router/ and tools/."""
+    path, where the CUDA module is built and looked for (kernels/), and the sources and CMake
+    files of worker/, router/ and tools/."""
     shutil.copytree(root / "deploy", scratch / "deploy")
     files = ["docs/metrics.md", "scripts/setup.sh", "scripts/fetch_model.sh",
-             "model/default_model.h"]
+             "model/default_model.h", "kernels/CMakeLists.txt", "kernels/backend_factory.cc"]
     for folder in ("worker", "router", "tools"):
         for pattern in ("*.cc", "*.h", "*.cmake", "CMakeLists.txt"):
             files += [str(p.relative_to(root)) for p in (root / folder).glob(pattern)]

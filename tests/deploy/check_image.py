@@ -9,6 +9,9 @@ Kubernetes manifests (docker cannot build here; this is what can be checked with
   - its USER is the runAsUser / runAsGroup of every pod; every program a manifest runs is
     installed in /opt/kvserve/bin; it EXPOSEs the ports the flag files listen on;
   - Dockerfile.dockerignore keeps .git and the build folders out of the context;
+  - where the tree builds the CUDA backend as a module (kernels/: kvserve_cuda, dlopened by
+    kvserve-worker from ../lib beside its binary), the cuda variant builds it and installs it in
+    /opt/kvserve/lib;
   - two variants (ARG VARIANT): cuda builds on a CUDA devel image with KVSERVE_CUDA=ON and runs
     on a CUDA runtime image; cpu builds and runs on images without CUDA, KVSERVE_CUDA=OFF;
   - the image each kustomization deploys fits its workers: a tag ending in -cpu (the cpu
@@ -89,6 +92,25 @@ def check_variants(failures, instructions):
     failures.check('-DKVSERVE_CUDA="${KVSERVE_CUDA}"' in build_runs,
                    "Dockerfile: the build stage must configure -DKVSERVE_CUDA=\"${KVSERVE_CUDA}\" "
                    "(set by the variant's base)")
+
+
+def check_cuda_module(failures, root, runs):
+    """The worker dlopens the CUDA backend for --device=cuda: the image must ship the module
+    where the worker looks for it (../lib/ beside /opt/kvserve/bin/kvserve-worker)."""
+    kernels_cmake = (root / "kernels" / "CMakeLists.txt").read_text(encoding="utf-8")
+    if "add_library(kvserve_cuda SHARED" not in kernels_cmake:
+        return
+    factory = (root / "kernels" / "backend_factory.cc").read_text(encoding="utf-8")
+    failures.check('"../lib/libkvserve_cuda.so"' in factory,
+                   "kernels/backend_factory.cc no longer looks for the CUDA module in ../lib beside "
+                   "the executable, where the image installs it")
+    failures.check(re.search(r"--target\s+kvserve_cuda\b", runs) is not None,
+                   "Dockerfile: the cuda variant does not build the CUDA module (--target "
+                   "kvserve_cuda); kvserve-worker --device=cuda would fail to load it")
+    failures.check(re.search(r"install\s[^&]*/build/kernels/libkvserve_cuda\.so\s+"
+                             r"/opt/kvserve/lib/?", runs) is not None,
+                   "Dockerfile: libkvserve_cuda.so is not installed in /opt/kvserve/lib, where "
+                   "kvserve-worker looks for it (../lib beside its binary)")
 
 
 def kustomization_image_tag(kustomization):
@@ -211,6 +233,7 @@ def main():
                                f"{path.relative_to(root)} runs {program}, which the image lacks")
 
     check_variants(failures, instructions)
+    check_cuda_module(failures, root, runs)
     check_overlay_images(failures, root)
 
     ignore = (docker / "Dockerfile.dockerignore").read_text(encoding="utf-8").split()
