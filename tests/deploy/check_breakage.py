@@ -19,6 +19,28 @@ HERE = pathlib.Path(__file__).resolve().parent
 K8S = "deploy/k8s"
 WORKER_SET = f"{K8S}/base/worker-statefulset.yaml"
 ROUTER_DEP = f"{K8S}/base/router-deployment.yaml"
+WORKER_HPA = f"{K8S}/base/worker-hpa.yaml"
+# The autoscaler issue 10 replaced: the routers scaled on their queue depth, no worker HPA.
+OLD_ROUTER_HPA = """apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: kvserve-router
+spec:
+  scaleTargetRef:
+    apiVersion: apps/v1
+    kind: Deployment
+    name: kvserve-router
+  minReplicas: 2
+  maxReplicas: 8
+  metrics:
+    - type: Pods
+      pods:
+        metric:
+          name: kvserve_router_queue_depth
+        target:
+          type: AverageValue
+          averageValue: "32"
+"""
 
 # (what breaks, file, old text, new text, check script, expected message)
 CASES = [
@@ -68,8 +90,57 @@ CASES = [
      "            periodSeconds: 5\n            timeoutSeconds: 2",
      "            grpc:\n              port: 50062\n            periodSeconds: 5\n"
      "            timeoutSeconds: 2", "check_manifests.py", "readinessProbe port 50062"),
-    ("no memory limit", WORKER_SET, "            limits:\n              memory: 16Gi\n",
-     "            limits:\n", "check_manifests.py", "resources.limits needs memory"),
+    ("no memory limit", WORKER_SET, "            limits:\n              cpu: \"4\"\n"
+     "              memory: 16Gi\n", "            limits:\n              cpu: \"4\"\n",
+     "check_manifests.py", "resources.limits needs memory"),
+    ("a /dev/shm larger than the memory limit", WORKER_SET, "sizeLimit: 8Gi", "sizeLimit: 32Gi",
+     "check_manifests.py", "memory limit is not above the 32Gi Memory emptyDir on /dev/shm"),
+    # Threads from the container's CPU limit (issue 10).
+    ("OpenBLAS left to start a thread per node core", WORKER_SET,
+     "            - name: OPENBLAS_NUM_THREADS\n              value: \"1\"\n", "",
+     "check_manifests.py", "env OPENBLAS_NUM_THREADS must be"),
+    ("a worker without a CPU limit", WORKER_SET, "            limits:\n              cpu: \"4\"\n",
+     "            limits:\n", "check_manifests.py", "resources.limits needs cpu"),
+    ("--num_threads fixed instead of taken from the CPU limit", WORKER_SET,
+     "- --num_threads=$(KVSERVE_CPU_LIMIT)", "- --num_threads=4", "check_manifests.py",
+     "--num_threads must come from the container's CPU limit"),
+    ("--num_threads back in a flag file", f"{K8S}/overlays/cpu-dev/config/worker.flags",
+     "--block_size=16", "--block_size=16\n--num_threads=2", "check_manifests.py",
+     "sets --num_threads"),
+    # GPU workers (issue 8).
+    ("the h200 KV pool sized by a host budget again", f"{K8S}/overlays/h200/config/worker.flags",
+     "\n--kv_memory_bytes=0\n", "\n--kv_memory_bytes=103079215104\n", "check_manifests.py",
+     "sizes the KV pool by a fixed host budget"),
+    ("a CUDA worker without a GPU", WORKER_SET,
+     "              nvidia.com/gpu: \"1\"\n          startupProbe:", "          startupProbe:",
+     "check_manifests.py", "but no nvidia.com/gpu limit"),
+    ("/dev/shm on disk instead of memory", WORKER_SET,
+     "            medium: Memory\n            sizeLimit: 8Gi", "            sizeLimit: 8Gi",
+     "check_manifests.py", "needs a Memory emptyDir on /dev/shm"),
+    ("h200 workers on the CPU", f"{K8S}/overlays/h200/config/worker.flags", "--device=cuda",
+     "--device=cpu", "check_image.py", "use the CPU image"),
+    ("cpu-dev on the CUDA image", f"{K8S}/overlays/cpu-dev/kustomization.yaml",
+     "newTag: 0.1.0-cpu", "newTag: 0.1.0", "check_image.py", "use the CPU image"),
+    ("the CUDA image without the CUDA backend module", "deploy/docker/Dockerfile",
+     "      && install -m 0644 /build/kernels/libkvserve_cuda.so /opt/kvserve/lib/; \\\n", "",
+     "check_image.py", "libkvserve_cuda.so is not installed in /opt/kvserve/lib"),
+    ("the CPU image on a CUDA base", "deploy/docker/Dockerfile",
+     "FROM ubuntu:${UBUNTU_VERSION} AS runtime-base-cpu",
+     "FROM nvidia/cuda:${CUDA_VERSION}-runtime-${BASE_OS} AS runtime-base-cpu", "check_image.py",
+     "the cpu variant needs no CUDA base"),
+    # Autoscaling (issue 10).
+    ("the HPA scales the routers instead of the workers", WORKER_HPA,
+     "    kind: StatefulSet\n    name: kvserve-worker", "    kind: Deployment\n    name: kvserve-router",
+     "check_manifests.py", "more routers add no KV capacity"),
+    ("the worker HPA on a router metric", WORKER_HPA, "name: kvserve_requests_waiting",
+     "name: kvserve_router_queue_depth", "check_manifests.py",
+     "kvserve_router_queue_depth is not a metric of kvserve-worker pods"),
+    ("the worker HPA on a metric the adapter does not serve", WORKER_HPA,
+     "name: kvserve_requests_waiting", "name: kvserve_requests_running", "check_metric_names.py",
+     "'kvserve_requests_running' is not served by adapter-rules.yaml"),
+    ("the StatefulSet pins its replicas under the HPA", WORKER_SET,
+     "  serviceName: kvserve-worker\n", "  serviceName: kvserve-worker\n  replicas: 2\n",
+     "check_manifests.py", "sets spec.replicas while"),
     ("setup.sh gains a library the image lacks", "scripts/setup.sh", "libxxhash-dev",
      "libxxhash-dev libzstd-dev", "check_image.py", "installs libzstd-dev"),
     ("the image's model is not the one the flags load", "deploy/docker/Dockerfile",
@@ -81,19 +152,24 @@ CASES = [
      "--workers_dns=kvserve-worker:50061", "--workers_dns=kvserve-workers:50061",
      "check_manifests.py", "--workers_dns names no Service"),
 ]
-# Only where kustomize runs: a JSON patch whose path the base does not have.
-KUSTOMIZE_CASE = ("an overlay patch that no longer applies", f"{K8S}/overlays/cpu-dev/"
-                  "kustomization.yaml", "path: /spec/template/spec/tolerations\n",
-                  "path: /spec/template/spec/tolerationz/0\n", "check_kustomize.py",
-                  "kustomize failed")
+# Only where kustomize runs: what shows only once the overlays' patches are applied.
+KUSTOMIZE_CASES = [
+    ("an overlay patch that no longer applies", f"{K8S}/overlays/cpu-dev/kustomization.yaml",
+     "path: /spec/template/spec/tolerations\n", "path: /spec/template/spec/tolerationz/0\n",
+     "check_kustomize.py", "kustomize failed"),
+    ("the CPU worker of cpu-dev keeps the base's GPU", f"{K8S}/overlays/cpu-dev/kustomization.yaml",
+     "      - op: remove\n        path: /spec/template/spec/containers/0/resources/limits/"
+     "nvidia.com~1gpu\n", "", "check_kustomize.py", "but the pod holds nvidia.com/gpu"),
+]
 
 
 def copy_tree(root, scratch):
     """The files the checks read: deploy/, docs/metrics.md, scripts/setup.sh, the model's default
-    path, and the sources and CMake files of worker/, router/ and tools/."""
+    path, where the CUDA module is built and looked for (kernels/), and the sources and CMake
+    files of worker/, router/ and tools/."""
     shutil.copytree(root / "deploy", scratch / "deploy")
     files = ["docs/metrics.md", "scripts/setup.sh", "scripts/fetch_model.sh",
-             "model/default_model.h"]
+             "model/default_model.h", "kernels/CMakeLists.txt", "kernels/backend_factory.cc"]
     for folder in ("worker", "router", "tools"):
         for pattern in ("*.cc", "*.h", "*.cmake", "CMakeLists.txt"):
             files += [str(p.relative_to(root)) for p in (root / folder).glob(pattern)]
@@ -132,7 +208,7 @@ def main():
     failures = Failures("deploy_checks_catch_breakage")
     cases = list(CASES)
     if shutil.which("kustomize") or shutil.which("kubectl"):
-        cases.append(KUSTOMIZE_CASE)
+        cases += KUSTOMIZE_CASES
     with tempfile.TemporaryDirectory() as tmp:
         scratch = pathlib.Path(tmp)
         copy_tree(root, scratch)
@@ -150,10 +226,17 @@ def main():
                        "check_manifests.py", "stray.yaml is referenced by no kustomization.yaml",
                        write={f"{K8S}/base/stray.yaml": "apiVersion: v1\nkind: ConfigMap\n"
                                                          "metadata:\n  name: stray\n"})
+        kustomization = (scratch / K8S / "base" / "kustomization.yaml").read_text(encoding="utf-8")
+        expect_failure(failures, "the old autoscaling: routers on queue depth, no worker HPA",
+                       scratch, "check_manifests.py",
+                       "scales kvserve-router on Pods kvserve_router_queue_depth",
+                       write={f"{K8S}/base/kustomization.yaml":
+                              kustomization.replace("worker-hpa.yaml", "router-hpa.yaml"),
+                              f"{K8S}/base/router-hpa.yaml": OLD_ROUTER_HPA})
         # promtool missing must fail, not skip.
         expect_failure(failures, "promtool missing", scratch, "check_rules.py",
                        "promtool not found", env=dict(os.environ, PATH=str(scratch / "no-bin")))
-    return failures.report(f"{len(cases) + 2} breakages")
+    return failures.report(f"{len(cases) + 3} breakages")
 
 
 if __name__ == "__main__":

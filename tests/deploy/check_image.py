@@ -8,7 +8,14 @@ Kubernetes manifests (docker cannot build here; this is what can be checked with
     passes as --model;
   - its USER is the runAsUser / runAsGroup of every pod; every program a manifest runs is
     installed in /opt/kvserve/bin; it EXPOSEs the ports the flag files listen on;
-  - Dockerfile.dockerignore keeps .git and the build folders out of the context.
+  - Dockerfile.dockerignore keeps .git and the build folders out of the context;
+  - where the tree builds the CUDA backend as a module (kernels/: kvserve_cuda, dlopened by
+    kvserve-worker from ../lib beside its binary), the cuda variant builds it and installs it in
+    /opt/kvserve/lib;
+  - two variants (ARG VARIANT): cuda builds on a CUDA devel image with KVSERVE_CUDA=ON and runs
+    on a CUDA runtime image; cpu builds and runs on images without CUDA, KVSERVE_CUDA=OFF;
+  - the image each kustomization deploys fits its workers: a tag ending in -cpu (the cpu
+    variant) exactly where the worker flag file says --device=cpu (or names no device).
 
   python3 tests/deploy/check_image.py <source root>
 """
@@ -31,6 +38,121 @@ def dockerfile_instructions(text):
         if parts:
             result.append((parts[0].upper(), parts[1] if len(parts) > 1 else ""))
     return result
+
+
+# stage name -> (what its FROM image must contain, must not contain, KVSERVE_CUDA it sets or None)
+VARIANT_STAGES = {
+    "build-base-cuda": ("nvidia/cuda:", None, "ON"),
+    "build-base-cpu": (None, "cuda", "OFF"),
+    "runtime-base-cuda": ("nvidia/cuda:", None, None),
+    "runtime-base-cpu": (None, "cuda", None),
+}
+
+
+def dockerfile_stages(instructions):
+    """{stage name: (FROM image, [(INSTRUCTION, arguments)] of the stage)}."""
+    stages, current = {}, None
+    for op, args in instructions:
+        if op == "FROM":
+            words = args.split()
+            name = words[-1] if len(words) >= 3 and words[-2].upper() == "AS" else None
+            current = []
+            if name:
+                stages[name] = (words[0], current)
+        elif current is not None:
+            current.append((op, args))
+    return stages
+
+
+def check_variants(failures, instructions):
+    """ARG VARIANT (default cuda) picks the build and runtime bases; the CUDA ones build with CUDA
+    on and run on a CUDA runtime image, the CPU ones have no CUDA at all."""
+    args = [a for op, a in instructions if op == "ARG"]
+    failures.check("VARIANT=cuda" in args, "Dockerfile: no ARG VARIANT=cuda (variants cuda, cpu)")
+    stages = dockerfile_stages(instructions)
+    for name, (must, must_not, cuda) in VARIANT_STAGES.items():
+        if not failures.check(name in stages, f"Dockerfile: no stage {name}"):
+            continue
+        image, body = stages[name]
+        failures.check(must is None or must in image, f"Dockerfile: {name} is FROM {image}, not "
+                                                      f"a {must} image")
+        failures.check(must_not is None or must_not not in image.lower(),
+                       f"Dockerfile: {name} is FROM {image}: the cpu variant needs no CUDA base")
+        if name == "runtime-base-cuda":
+            failures.check("-runtime-" in image, f"Dockerfile: {name} is FROM {image}, not a "
+                                                 "CUDA runtime image")
+        if cuda:
+            env = " ".join(a for op, a in body if op == "ENV")
+            failures.check(f"KVSERVE_CUDA={cuda}" in env,
+                           f"Dockerfile: {name} must set ENV KVSERVE_CUDA={cuda}")
+    for stage, base in (("build", "build-base-${VARIANT}"), ("runtime", "runtime-base-${VARIANT}")):
+        failures.check(stages.get(stage, ("",))[0] == base,
+                       f"Dockerfile: stage {stage} must be FROM {base}")
+    build_runs = " ".join(a for op, a in stages.get("build", ("", []))[1] if op == "RUN")
+    failures.check('-DKVSERVE_CUDA="${KVSERVE_CUDA}"' in build_runs,
+                   "Dockerfile: the build stage must configure -DKVSERVE_CUDA=\"${KVSERVE_CUDA}\" "
+                   "(set by the variant's base)")
+
+
+def check_cuda_module(failures, root, runs):
+    """The worker dlopens the CUDA backend for --device=cuda: the image must ship the module
+    where the worker looks for it (../lib/ beside /opt/kvserve/bin/kvserve-worker)."""
+    kernels_cmake = (root / "kernels" / "CMakeLists.txt").read_text(encoding="utf-8")
+    if "add_library(kvserve_cuda SHARED" not in kernels_cmake:
+        return
+    factory = (root / "kernels" / "backend_factory.cc").read_text(encoding="utf-8")
+    failures.check('"../lib/libkvserve_cuda.so"' in factory,
+                   "kernels/backend_factory.cc no longer looks for the CUDA module in ../lib beside "
+                   "the executable, where the image installs it")
+    failures.check(re.search(r"--target\s+kvserve_cuda\b", runs) is not None,
+                   "Dockerfile: the cuda variant does not build the CUDA module (--target "
+                   "kvserve_cuda); kvserve-worker --device=cuda would fail to load it")
+    failures.check(re.search(r"install\s[^&]*/build/kernels/libkvserve_cuda\.so\s+"
+                             r"/opt/kvserve/lib/?", runs) is not None,
+                   "Dockerfile: libkvserve_cuda.so is not installed in /opt/kvserve/lib, where "
+                   "kvserve-worker looks for it (../lib beside its binary)")
+
+
+def kustomization_image_tag(kustomization):
+    for image in kustomization.get("images") or []:
+        if image.get("name") == "kvserve":
+            return image.get("newTag")
+    return None
+
+
+def worker_device(flags_file):
+    for name, value in parse_flag_lines(flags_file.read_text(encoding="utf-8"))[0]:
+        if name == "device":
+            return value
+    return "cpu"  # the worker's default
+
+
+def check_overlay_images(failures, root):
+    """Each kustomization that ships or inherits worker flags deploys the image variant they
+    need: --device=cuda[:N] on the CUDA image, --device=cpu on the -cpu one."""
+    k8s = root / "deploy" / "k8s"
+    base = k8s / "base"
+    base_tag = kustomization_image_tag(load_yaml_documents(base / "kustomization.yaml")[0])
+    dirs = [base] + sorted(d for d in (k8s / "overlays").iterdir()
+                           if (d / "kustomization.yaml").exists())
+    for directory in dirs:
+        kustomization = load_yaml_documents(directory / "kustomization.yaml")[0]
+        tag = kustomization_image_tag(kustomization) or base_tag
+        flags = directory / "config" / "worker.flags"
+        if not flags.exists():
+            flags = base / "config" / "worker.flags"
+        device = worker_device(flags)
+        where = f"{directory.relative_to(root)}/kustomization.yaml"
+        if not failures.check(tag, f"{where}: no image tag for kvserve"):
+            continue
+        if device.startswith("cuda"):
+            failures.check(not tag.endswith("-cpu"), f"{where}: workers run --device={device} "
+                                                     f"({flags.relative_to(root)}) on the CPU "
+                                                     f"image {tag}")
+        else:
+            failures.check(tag.endswith("-cpu"), f"{where}: workers run --device={device} "
+                                                 f"({flags.relative_to(root)}): use the CPU "
+                                                 f"image (tag ending -cpu), not {tag}")
 
 
 def main():
@@ -109,6 +231,10 @@ def main():
             for program in re.findall(r"/opt/kvserve/bin/([\w-]+)", text):
                 failures.check(program in installed,
                                f"{path.relative_to(root)} runs {program}, which the image lacks")
+
+    check_variants(failures, instructions)
+    check_cuda_module(failures, root, runs)
+    check_overlay_images(failures, root)
 
     ignore = (docker / "Dockerfile.dockerignore").read_text(encoding="utf-8").split()
     for pattern in (".git", "build", "build-*"):

@@ -2,7 +2,9 @@
 """ctest deploy_kustomize_build: kustomize renders deploy/k8s/base, every overlay, and the base
 with each component, and the rendered objects (patches applied) still pass the container checks
 of check_manifests.py; the flags each kvserve container gets through --flagfile (read from the
-rendered ConfigMap) are flags its binary defines.
+rendered ConfigMap) are flags its binary defines and fit the pod they land in (a CUDA worker holds
+a GPU and /dev/shm, a CPU worker holds no GPU); HPAs scale what check_manifests.py allows, and
+their targets set no replica count.
 
 Needs `kustomize` or `kubectl` (its built-in kustomize). Neither is installed by
 scripts/setup.sh, so without them this check exits 77, which ctest reports as skipped;
@@ -17,7 +19,8 @@ import sys
 import tempfile
 
 import yaml
-from check_manifests import WORKLOADS, check_container, check_metadata, pod_spec_of
+from check_manifests import (WORKLOADS, check_autoscaling, check_container, check_metadata,
+                             check_worker_flag_file, pod_spec_of)
 from deploy_common import (ABSL_BUILTIN_FLAGS, BINARIES, Failures, defined_flags,
                            parse_flag_lines, source_root)
 
@@ -65,7 +68,11 @@ def check_rendered(failures, label, docs, flags):
                     failures.check(flag_name in flags[binary],
                                    f"{name}: {config_map}/{key}: {binary} defines no flag "
                                    f"--{flag_name}")
+                if binary == "kvserve-worker":
+                    check_worker_flag_file(failures, name, container, pod_spec, dict(parsed),
+                                           f"{label}: {config_map}/{key}", rendered=True)
     failures.check(workloads > 0, f"{label}: renders no workload")
+    check_autoscaling(failures, [(label, doc) for doc in docs], require_worker_hpa=False)
 
 
 def main():

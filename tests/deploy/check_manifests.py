@@ -12,7 +12,15 @@ binaries, checked offline from the files themselves (no kustomize needed):
     is one the binary defines with ABSL_FLAG;
   - probes and ports agree with --listen / --metrics_listen, the router's --workers_dns names the
     workers' headless Service and port, and terminationGracePeriodSeconds exceeds preStop plus
-    --drain_timeout_s of every flag file the workload may get.
+    --drain_timeout_s of every flag file the workload may get;
+  - a container's memory limit exceeds the Memory emptyDirs it mounts (tmpfs counts against it);
+  - kvserve-worker threads: OPENBLAS_NUM_THREADS=1, a CPU limit, --num_threads from it through
+    the downward API (resourceFieldRef limits.cpu), and no --num_threads in the flag files;
+  - a worker flag file with --device=cuda: the pod requests nvidia.com/gpu, mounts a Memory
+    emptyDir on /dev/shm (NCCL) and sizes no KV pool by host memory (no --kv_memory_bytes > 0);
+  - autoscaling: an HPA scales the worker StatefulSet on worker-side metrics (Pods metrics the
+    workers export), no HPA scales the routers on anything but CPU, and a workload an HPA scales
+    sets no spec.replicas.
 
   python3 tests/deploy/check_manifests.py <source root>
 """
@@ -21,8 +29,9 @@ import re
 import sys
 
 import yaml
-from deploy_common import (ABSL_BUILTIN_FLAGS, BINARIES, Failures, defined_flags,
-                           load_yaml_documents, parse_flag, parse_flag_lines, source_root)
+from deploy_common import (ABSL_BUILTIN_FLAGS, BINARIES, Failures, defined_flags, is_worker_metric,
+                           load_yaml_documents, parse_flag, parse_flag_lines, parse_quantity,
+                           source_root)
 
 WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"}
 
@@ -159,10 +168,13 @@ def check_container(failures, where, container, pod_spec, flags, flagfiles):
                    f"{name}: readOnlyRootFilesystem must be true")
     failures.check("ALL" in ((sc.get("capabilities") or {}).get("drop") or []),
                    f"{name}: capabilities.drop must include ALL")
+    check_memory_volumes(failures, name, container, pod_spec)
     command = container.get("command") or []
     binary = pathlib.PurePosixPath(command[0]).name if command else None
     if binary not in BINARIES:
         return None
+    if binary == "kvserve-worker":
+        check_worker_threads(failures, name, container)
     env_names = {e.get("name") for e in container.get("env") or []}
     flagfile = None
     for arg in container.get("args") or []:
@@ -185,6 +197,135 @@ def check_container(failures, where, container, pod_spec, flags, flagfiles):
                                   flagfile[len(prefix):]))
             return
     failures.add(f"{name}: --flagfile={flagfile} lies in no volumeMount")
+
+
+def memory_volumes(container, pod_spec):
+    """{mountPath: sizeLimit or None} of the Memory emptyDirs the container mounts."""
+    volumes = {v.get("name"): v for v in pod_spec.get("volumes") or []}
+    mounted = {}
+    for mount in container.get("volumeMounts") or []:
+        empty_dir = (volumes.get(mount.get("name")) or {}).get("emptyDir")
+        if isinstance(empty_dir, dict) and empty_dir.get("medium") == "Memory":
+            mounted[mount.get("mountPath")] = empty_dir.get("sizeLimit")
+    return mounted
+
+
+def check_memory_volumes(failures, name, container, pod_spec):
+    """A Memory emptyDir (tmpfs) is charged to the container's memory: the limit must hold it."""
+    limit = parse_quantity(((container.get("resources") or {}).get("limits") or {})
+                           .get("memory", ""))
+    for path, size in memory_volumes(container, pod_spec).items():
+        if not failures.check(size is not None, f"{name}: Memory emptyDir on {path} has no "
+                                                "sizeLimit"):
+            continue
+        failures.check(limit is None or limit > parse_quantity(size),
+                       f"{name}: memory limit is not above the {size} Memory emptyDir on {path} "
+                       "(tmpfs pages count against the limit)")
+
+
+def check_worker_threads(failures, name, container):
+    """Thread pools sized from the container's CPU limit, not the node's cores: OpenBLAS runs no
+    pool of its own, and --num_threads comes from limits.cpu through the downward API."""
+    env = {e.get("name"): e for e in container.get("env") or []}
+    failures.check((env.get("OPENBLAS_NUM_THREADS") or {}).get("value") == "1",
+                   f"{name}: env OPENBLAS_NUM_THREADS must be \"1\" (the worker sizes its own "
+                   "thread pool; OpenBLAS would start one per node core beside it)")
+    limits = (container.get("resources") or {}).get("limits") or {}
+    failures.check("cpu" in limits, f"{name}: resources.limits needs cpu (the worker's "
+                                    "--num_threads is taken from it)")
+    from_limit = None
+    for arg in container.get("args") or []:
+        parsed = parse_flag(str(arg))
+        if parsed and parsed[0] == "num_threads":
+            match = re.fullmatch(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", parsed[1] or "")
+            field = ((env.get(match.group(1)) or {}).get("valueFrom") or {}).get(
+                "resourceFieldRef") if match else None
+            from_limit = bool(field) and field.get("resource") == "limits.cpu" and \
+                field.get("containerName", container.get("name")) == container.get("name")
+    failures.check(from_limit, f"{name}: --num_threads must come from the container's CPU "
+                               "limit: --num_threads=$(VAR) with VAR from resourceFieldRef "
+                               "limits.cpu")
+
+
+def check_worker_flag_file(failures, name, container, pod_spec, values, text_where, rendered):
+    """What a worker flag file demands of its pod. `rendered`: the pod is the final object
+    (kustomize output), so a CPU worker must also not hold a GPU; from the files alone the base
+    pod stands for every overlay's, so only the CUDA direction is checked."""
+    failures.check("num_threads" not in values,
+                   f"{text_where}: sets --num_threads; the manifest passes it from the "
+                   "container's CPU limit")
+    device = values.get("device") or "cpu"
+    resources = container.get("resources") or {}
+    gpus = ((resources.get("limits") or {}).get("nvidia.com/gpu"))
+    if device.startswith("cuda"):
+        failures.check(gpus is not None and int(gpus) > 0,
+                       f"{name}: --device={device} ({text_where}) but no nvidia.com/gpu limit")
+        failures.check("/dev/shm" in memory_volumes(container, pod_spec),
+                       f"{name}: --device={device} ({text_where}) needs a Memory emptyDir on "
+                       "/dev/shm for NCCL")
+        budget = values.get("kv_memory_bytes")
+        failures.check(budget is None or int(budget) == 0,
+                       f"{text_where}: --device={device} with --kv_memory_bytes={budget} sizes "
+                       "the KV pool by a fixed host budget; size it from the GPU "
+                       "(--gpu_memory_utilization, --kv_memory_bytes=0)")
+    elif rendered:
+        failures.check(gpus is None, f"{name}: --device={device} ({text_where}) but the pod "
+                                     f"holds nvidia.com/gpu: {gpus}")
+
+
+def check_autoscaling(failures, objects, require_worker_hpa):
+    """objects: [(where, document)]. Workers scale on worker-side signals; routers do not scale
+    on load metrics (more routers add no KV capacity); an HPA's target sets no replica count."""
+    workloads = {}
+    for where, doc in objects:
+        if isinstance(doc, dict) and doc.get("kind") in WORKLOADS:
+            for container in pod_spec_of(doc).get("containers") or []:
+                command = container.get("command") or [""]
+                binary = pathlib.PurePosixPath(command[0]).name
+                if binary in BINARIES:
+                    workloads[(doc["kind"], doc["metadata"]["name"])] = (where, doc, binary)
+    worker_hpa = False
+    for where, doc in objects:
+        if not isinstance(doc, dict) or doc.get("kind") != "HorizontalPodAutoscaler":
+            continue
+        hpa = f"{where} HorizontalPodAutoscaler/{doc['metadata'].get('name')}"
+        spec = doc.get("spec") or {}
+        ref = spec.get("scaleTargetRef") or {}
+        target = workloads.get((ref.get("kind"), ref.get("name")))
+        if not failures.check(target, f"{hpa}: scales {ref.get('kind')}/{ref.get('name')}, "
+                                      "which runs no kvserve binary here"):
+            continue
+        target_where, target_doc, binary = target
+        failures.check("replicas" not in (target_doc.get("spec") or {}),
+                       f"{target_where}: {ref.get('kind')}/{ref.get('name')} sets spec.replicas "
+                       f"while {hpa} scales it (kubectl apply would reset the HPA's count)")
+        metrics = spec.get("metrics") or []
+        names = []
+        for metric in metrics:
+            kind = metric.get("type")
+            body = metric.get(kind[0].lower() + kind[1:] if kind else "") or {}
+            names.append((kind, (body.get("metric") or {}).get("name") or
+                          body.get("name")))
+        if binary == "kvserve-router":
+            for kind, metric_name in names:
+                failures.check(kind == "Resource" and metric_name == "cpu",
+                               f"{hpa}: scales kvserve-router on {kind} {metric_name}: more routers "
+                               "add no KV capacity; scale the workers, and the routers at most on "
+                               "CPU")
+        if binary == "kvserve-worker":
+            worker_hpa = True
+            failures.check(ref.get("kind") == "StatefulSet",
+                           f"{hpa}: the workers are a StatefulSet, not a {ref.get('kind')}")
+            for kind, metric_name in names:
+                if kind == "Pods":
+                    failures.check(is_worker_metric(metric_name or ""),
+                                   f"{hpa}: {metric_name} is not a metric of kvserve-worker pods")
+            failures.check(any(kind == "Pods" and is_worker_metric(n or "") for kind, n in names),
+                           f"{hpa}: scales the workers on no worker-side signal (a Pods metric "
+                           "such as kvserve_kv_cache_usage_ratio or kvserve_requests_waiting)")
+    if require_worker_hpa:
+        failures.check(worker_hpa, "no HorizontalPodAutoscaler scales the kvserve-worker "
+                                   "StatefulSet on worker-side signals")
 
 
 def pod_spec_of(doc):
@@ -295,6 +436,9 @@ def main():
             for flag_name, value in parsed:
                 check_flag(failures, text_where, binary, f"--{flag_name}", flags)
                 values[flag_name] = value
+            if binary == "kvserve-worker":
+                check_worker_flag_file(failures, name, container, pod_spec, values, text_where,
+                                       rendered=False)
             drain_s = float(values.get("drain_timeout_s", 30))
             failures.check(grace > sleep_s + drain_s,
                            f"{name}: terminationGracePeriodSeconds {grace} must exceed preStop "
@@ -327,6 +471,8 @@ def main():
                                    f"Service {host}")
     failures.check(flagfiles, "no kvserve container reads a --flagfile")
     check_services(failures, tree, services)
+    check_autoscaling(failures, [(tree.rel(path), doc) for path, docs in tree.resources.items()
+                                 for doc in docs], require_worker_hpa=True)
     checked = (f"{len(tree.resources)} resource files, {len(tree.patches)} patches, "
                f"{len(tree.generators)} generated files")
     return failures.report(checked)

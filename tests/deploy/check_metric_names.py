@@ -3,8 +3,8 @@
 
 Sources of queries: the alert and recording rules (deploy/prometheus/rules.yml) and the series of
 their unit tests (rules_test.yml), the Grafana dashboard's targets
-(deploy/grafana/kvserve-dashboard.json), the prometheus-adapter rule and the router HPA's custom
-metric. Each kvserve_* name (a histogram's _bucket/_sum/_count series named by its family) must
+(deploy/grafana/kvserve-dashboard.json), the prometheus-adapter rules and the custom metrics of
+every HorizontalPodAutoscaler under deploy/k8s (each of which the adapter must serve). Each kvserve_* name (a histogram's _bucket/_sum/_count series named by its family) must
 be
   - a metric documented in a table of docs/metrics.md, and
   - registered by the code: the name as a string literal in a worker/ or router/ .cc file;
@@ -126,13 +126,17 @@ def main():
         names += [("adapter-rules.yaml seriesQuery", n)
                   for n in promql_metric_names(rule["seriesQuery"])]
         served.add(rule["name"]["as"])
-    for doc in load_yaml_documents(deploy / "k8s" / "base" / "router-hpa.yaml"):
-        for metric in doc["spec"]["metrics"]:
-            if metric["type"] == "Pods":
-                hpa_name = metric["pods"]["metric"]["name"]
-                names.append(("router-hpa.yaml", hpa_name))
-                failures.check(hpa_name in served,
-                               f"router-hpa.yaml: '{hpa_name}' is not served by adapter-rules.yaml")
+    for path in sorted((deploy / "k8s").rglob("*.yaml")):
+        for doc in load_yaml_documents(path):
+            if not isinstance(doc, dict) or doc.get("kind") != "HorizontalPodAutoscaler":
+                continue
+            where = str(path.relative_to(root))
+            for metric in (doc.get("spec") or {}).get("metrics") or []:
+                if metric.get("type") in ("Pods", "Object"):
+                    hpa_name = metric[metric["type"].lower()]["metric"]["name"]
+                    names.append((where, hpa_name))
+                    failures.check(hpa_name in served,
+                                   f"{where}: '{hpa_name}' is not served by adapter-rules.yaml")
 
     for where, name in names:
         check_name(failures, root, documented, recorded, where, name)

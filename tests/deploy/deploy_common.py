@@ -140,3 +140,21 @@ def promql_metric_names(expr):
 
 
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
+
+
+_QUANTITY = re.compile(r"^([0-9.]+)([A-Za-z]*)$")
+_QUANTITY_UNITS = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "Ki": 2**10,
+                   "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "m": 10**-3}
+
+
+def parse_quantity(text):
+    """A Kubernetes resource quantity ("16Gi", "500m", "2") as a number; None when malformed."""
+    match = _QUANTITY.match(str(text).strip())
+    if not match or match.group(2) not in _QUANTITY_UNITS:
+        return None
+    return float(match.group(1)) * _QUANTITY_UNITS[match.group(2)]
+
+
+def is_worker_metric(name):
+    """A metric every kvserve-worker pod exports (the router's are kvserve_router_*)."""
+    return name.startswith("kvserve_") and not name.startswith("kvserve_router_")

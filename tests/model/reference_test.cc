@@ -162,9 +162,11 @@ std::vector<float> PromptLogits(const DeviceWeights* weights, KvDtype kv_dtype,
 //    bf16), f16 1.8e-3, top-1 agreement 100% for both. bf16 keeps 8 mantissa bits (f16 11).
 //  - the GGUF blocks as stored (Q4_1, Q8_0 embedding), computed with int8-quantized activations
 //    (kernels/cpu/quant_linear.h), f32 KV: the only difference from the fp32 path is the
-//    activations' rounding to int8 per 32-value block. Measured: worst row 1.1e-1 (chat; the
-//    others 3.6e-2 to 5.5e-2), top-1 agreement 100%.
-// The bounds leave ~2x margin over the worst measured row.
+//    activations' rounding to int8 per 32-value block. Measured on each instruction set the
+//    kernels choose from (KVSERVE_CPU_ISA): worst row 1.1e-1 (chat, AVX-512), 9.2e-2 (AVX2),
+//    1.05e-1 (scalar); top-1 agreement 100%, except story at 94.6% on AVX2 and 96.4% scalar,
+//    where 3 and 2 of 56 positions are near-ties that the rounding order decides.
+// The error bounds leave ~2x margin over the worst measured row.
 TEST_P(ReferenceTest, LowerPrecisionWeightsAndKvStayCloseToFloat32) {
   if (weights_ == nullptr) {
     GTEST_FAIL() << "default model missing at " << DefaultModelPath() << " (run scripts/setup.sh)";
@@ -187,7 +189,7 @@ TEST_P(ReferenceTest, LowerPrecisionWeightsAndKvStayCloseToFloat32) {
       {"bf16", testing::UploadToCpu(*weights_, 2, kernels::DType::kBF16), KvDtype::kBF16, 0.06,
        0.95},
       {"f16", testing::UploadToCpu(*weights_, 2, kernels::DType::kF16), KvDtype::kF16, 0.005, 0.95},
-      {"stored", testing::UploadToCpu(*stored, 2), KvDtype::kF32, 0.2, 0.95},
+      {"stored", testing::UploadToCpu(*stored, 2), KvDtype::kF32, 0.2, 0.9},
   };
   for (const Case& c : cases) {
     const std::vector<float> got = PromptLogits(c.weights.get(), c.kv, prompt);
