@@ -133,6 +133,39 @@ def collect(responses):
     return tokens, text, reasons, usage
 
 
+def run_streams(stub, requests, timeout, on_progress=None):
+    """Runs every request as its own Generate stream, all at once (a thread each), and returns
+    [(token ids, text)] in request order. on_progress, when given, sees the list of every
+    stream's token count after each message of any stream. Errors are returned as
+    [(stream index, exception)] beside the outputs."""
+    outputs = [None] * len(requests)
+    counts = [0] * len(requests)
+    errors = []
+    lock = threading.Lock()
+
+    def run(i, request):
+        tokens, text = [], ""
+        try:
+            for response in stub.Generate(request, timeout=timeout):
+                for delta in response.choices:
+                    tokens.extend(delta.token_ids)
+                    text += delta.text
+                with lock:
+                    counts[i] = len(tokens)
+                    if on_progress:
+                        on_progress(list(counts))
+            outputs[i] = (tokens, text)
+        except Exception as error:  # reported with the stream's index
+            errors.append((i, error))
+
+    threads = [threading.Thread(target=run, args=(i, r)) for i, r in enumerate(requests)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outputs, errors
+
+
 def make_test_ca(directory):
     """A CA, a server certificate for 127.0.0.1 / localhost and a client certificate, all signed
     by the CA; returns {name: path}."""

@@ -11,7 +11,6 @@ UNAVAILABLE (the tokens already sent stand; never OK with FINISH_REASON_ABORT).
 
 import signal
 import sys
-import threading
 import time
 import unittest
 
@@ -58,31 +57,7 @@ class RouterFaultTest(unittest.TestCase):
     def run_all(self, on_progress=None):
         """Runs every request at once; returns [(tokens, text)] in request order. on_progress
         gets the token counts so far after every message."""
-        outputs = [None] * NUM_STREAMS
-        counts = [0] * NUM_STREAMS
-        errors = []
-        lock = threading.Lock()
-
-        def run(i, request):
-            tokens, text = [], ""
-            try:
-                for response in self.stub.Generate(request, timeout=600):
-                    for delta in response.choices:
-                        tokens.extend(delta.token_ids)
-                        text += delta.text
-                    with lock:
-                        counts[i] = len(tokens)
-                        if on_progress:
-                            on_progress(list(counts))
-                outputs[i] = (tokens, text)
-            except Exception as error:  # reported below with the stream's index
-                errors.append((i, error))
-
-        threads = [threading.Thread(target=run, args=(i, r)) for i, r in enumerate(requests())]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        outputs, errors = lib.run_streams(self.stub, requests(), 600, on_progress)
         self.assertEqual(errors, [])
         return outputs
 

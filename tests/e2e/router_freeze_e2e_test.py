@@ -66,30 +66,7 @@ class RouterFreezeTest(unittest.TestCase):
         return self.router.worker_gauge("kvserve_router_worker_healthy", worker)
 
     def run_all(self, on_progress=None):
-        outputs, errors = [None] * NUM_STREAMS, []
-        counts = [0] * NUM_STREAMS
-        lock = threading.Lock()
-
-        def run(i, request):
-            tokens, text = [], ""
-            try:
-                for response in self.stub.Generate(request, timeout=120):
-                    for delta in response.choices:
-                        tokens.extend(delta.token_ids)
-                        text += delta.text
-                    with lock:
-                        counts[i] = len(tokens)
-                        if on_progress:
-                            on_progress(list(counts))
-                outputs[i] = (tokens, text)
-            except Exception as error:  # reported below with the stream's index
-                errors.append((i, error))
-
-        threads = [threading.Thread(target=run, args=(i, r)) for i, r in enumerate(requests())]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        outputs, errors = lib.run_streams(self.stub, requests(), 120, on_progress)
         self.assertEqual(errors, [])
         return outputs
 
