@@ -36,12 +36,15 @@ struct RouterServerOptions {
   std::string router_id;                          // --router_id: name sent to workers
   int32_t max_migrations = 3;                     // --max_migrations: per request
   int32_t status_interval_ms = 0;                 // --status_interval_ms: 0 = worker default
-  // --worker_liveness_timeout_s: a worker whose status stream is silent this long is marked
-  // unreachable and its streams migrate (router/worker_connection.h). Longer than any engine
-  // step: the worker publishes between steps.
+  // --worker_liveness_timeout_s: a worker whose status stream is silent this long is taken out
+  // of rotation until it publishes again; its streams go on (router/worker_connection.h).
   double worker_liveness_timeout_s = 10.0;
   // --stream_progress_timeout_s: a request stream with no message this long moves elsewhere.
   double stream_progress_timeout_s = 30.0;
+  // --http_port: the OpenAI-compatible HTTP API on the host of --listen (plain HTTP, the same
+  // bearer tokens as gRPC); -1: off, 0: any free port.
+  int32_t http_port = -1;
+  std::vector<std::string> http_model_aliases;  // --http_model_aliases: other model names
   std::string auth_tokens_file;  // --auth_tokens_file: "token tenant" lines
   std::string tls_cert;          // --tls_cert: PEM certificate chain
   std::string tls_key;           // --tls_key: PEM private key

@@ -73,15 +73,6 @@ bool WorkerConnection::UnregisterCall(uint64_t call) {
   return lost;
 }
 
-void WorkerConnection::CancelCallsLocked() {
-  for (auto& entry : calls_) {
-    TrackedCall& call = entry.second;
-    if (call.cancelled_as_lost) continue;
-    call.cancelled_as_lost = true;
-    call.context->TryCancel();
-  }
-}
-
 void WorkerConnection::Watch() {
   const absl::Duration tick = absl::Milliseconds(100);
   absl::MutexLock lock(&mu_);
@@ -89,12 +80,14 @@ void WorkerConnection::Watch() {
     const absl::Time now = absl::Now();
     if (status_stream_open_ && !liveness_expired_ &&
         now - last_status_ > options_.liveness_timeout && active_ != nullptr) {
+      // Not routable until its status flows again (the stream is reopened for a snapshot), but
+      // its requests keep running: a worker too busy to publish is slow, not dead. A stopped
+      // process is caught by keepalive, a stream that makes no progress by its own deadline.
       std::cerr << "kvserve-router: worker " << address_ << ": no status for "
-                << absl::FormatDuration(now - last_status_) << ", marking it unreachable"
-                << std::endl;
+                << absl::FormatDuration(now - last_status_) << ", not routing to it until it"
+                << " publishes again" << std::endl;
       liveness_expired_ = true;
       active_->TryCancel();
-      CancelCallsLocked();
     }
     for (auto& entry : calls_) {
       TrackedCall& call = entry.second;
@@ -185,7 +178,9 @@ bool WorkerConnection::StreamOnce() {
   absl::MutexLock lock(&mu_);
   active_ = nullptr;
   status_stream_open_ = false;
-  return resync && !liveness_expired_;
+  // A stream cancelled for silence is reopened at once, like a resync: the worker is routable
+  // again as soon as its next snapshot arrives.
+  return resync || liveness_expired_;
 }
 
 void WorkerConnection::Run() {
@@ -201,14 +196,10 @@ void WorkerConnection::Run() {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
     }
+    // Requests still streaming from a worker whose status stream ended are not touched here:
+    // if the worker is gone their own streams break (keepalive); if it is alive but silent they
+    // go on, each under its progress deadline (Watch).
     (void)books_->MarkUnreachable(address_);
-    {
-      // Requests still streaming from a worker whose status stream ended: if the worker is
-      // gone their own streams break (keepalive); if it is frozen behind a live transport the
-      // liveness deadline already cancelled them. Nothing to do here otherwise.
-      absl::MutexLock lock(&mu_);
-      if (liveness_expired_) CancelCallsLocked();
-    }
     Changed();
     if (resync) continue;
     // A stream that lived a while was healthy: start the backoff over.

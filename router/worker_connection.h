@@ -17,11 +17,13 @@
 //     server permits pings this often (worker/worker_server.cc);
 //   - a liveness deadline on the status stream: the worker publishes its status between engine
 //     steps and at least every 500 ms when idle, so a stream silent for `liveness_timeout`
-//     (default 10 s, longer than any step) means a hung engine behind a live transport: it is
-//     cancelled and the worker marked unreachable;
-//   - request streams registered with RegisterCall: when the worker is declared lost they are
-//     cancelled (UnregisterCall then says so, and the proxy migrates them), and each one that
-//     makes no progress for `stream_progress_timeout` is cancelled the same way.
+//     (default 10 s) means an engine that is hung or starved behind a live transport. The worker
+//     is taken out of rotation (no new requests) and the stream reopened; it is routable again
+//     at its next snapshot. Its requests are not cancelled for this: an overloaded worker is
+//     slow, not lost, and failing its streams over would move the overload, not relieve it;
+//   - request streams registered with RegisterCall: each one that makes no progress for
+//     `stream_progress_timeout` is cancelled (UnregisterCall then says so, and the proxy
+//     migrates it): this is what moves the requests of a hung engine.
 //
 // Thread-safety: thread-safe. Stop() (or the destructor) cancels the stream and joins the
 // thread; the books must outlive the connection.
@@ -95,8 +97,6 @@ class WorkerConnection {
 
   // The watchdog thread: the liveness deadline and the per-stream progress deadline.
   void Watch();
-  // Cancels every tracked call (the worker is lost). REQUIRES: mu_ held.
-  void CancelCallsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Run();
   // One stream, to its end. Returns true when it ended because the books asked for a resync.
   bool StreamOnce();
