@@ -271,6 +271,10 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 
   void OnWrite(beast::error_code ec, size_t /*bytes*/) {
     write_in_flight_ = false;
+    if (closed_) {  // Close() left the buffer this write read from; it can go now
+      writes_.clear();
+      return;
+    }
     if (reading_) {
       stream_.expires_after(ToChrono(options_.idle_timeout));
     } else {
@@ -330,7 +334,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     std::shared_ptr<HttpExchange> exchange = std::move(exchange_);
     const bool pending = in_exchange_ && !response_complete_;
     in_exchange_ = false;
-    writes_.clear();
+    // A write in flight still reads from writes_.front(): that buffer stays until its OnWrite.
+    writes_.erase(write_in_flight_ ? writes_.begin() + 1 : writes_.begin(), writes_.end());
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream_.socket().close(ignored);
