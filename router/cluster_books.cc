@@ -148,6 +148,7 @@ RoutingDecision ClusterBooks::Decide(const PreparedRoute& prepared, int* chosen_
                                 .running_requests = capacity.running_requests,
                                 .waiting_requests = capacity.waiting_requests,
                                 .outstanding_requests = books.outstanding_requests(),
+                                .max_waiting_requests = capacity.max_waiting_requests,
                                 .matched_blocks = matched_[slot],
                                 .last_chosen = last_chosen_[slot]});
     load_slots_.push_back(slot);

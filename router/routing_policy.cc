@@ -52,7 +52,13 @@ WorkerCost CostOf(const RoutingQuery& query, const WorkerLoad& load,
   result.charged_blocks =
       needed - result.cached_blocks + std::min(result.cached_blocks, load.evictable_blocks);
   const int64_t available = std::max<int64_t>(0, load.free_blocks - load.reserved_blocks);
-  result.fits = result.charged_blocks <= available && load.total_blocks > 0;
+  // A worker whose waiting queue would be full (its report plus what this router sent since)
+  // would refuse the request: it waits here instead, like a request that does not fit.
+  const bool queue_has_room =
+      load.max_waiting_requests <= 0 ||
+      load.waiting_requests + load.outstanding_requests < load.max_waiting_requests;
+  result.fits =
+      result.charged_blocks <= available && load.total_blocks > 0 && queue_has_room;
 
   const double uncached_tokens =
       static_cast<double>(query.prompt_tokens - result.cached_blocks * query.block_size);

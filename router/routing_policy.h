@@ -13,7 +13,9 @@
 //              request already holds come for free. The router cannot tell which cached blocks are
 //              evictable, so it assumes as many as possible are (worst case).
 //   available = max(0, free - reserved)       (free includes evictable, as Capacity says)
-//   fits     = charged <= available
+//   fits     = charged <= available, and the worker's waiting queue has room:
+//              waiting + outstanding < max_waiting_requests (when the worker reports its limit;
+//              a full queue would refuse the request)
 //   cost     = prefill_token_cost * (prompt_tokens - cached * block_size)
 //            + pool_usage_cost * (total - available + charged) / total
 //            + waiting_request_cost * (waiting + outstanding)
@@ -64,6 +66,7 @@ struct WorkerLoad {
   int32_t running_requests = 0;
   int32_t waiting_requests = 0;
   int32_t outstanding_requests = 0;  // routed by this router, not yet covered by a report
+  int32_t max_waiting_requests = 0;  // the worker's waiting-queue limit (0: not reported)
   int64_t matched_blocks = 0;        // leading prompt blocks in the worker's prefix cache
   // When the router last chose this worker (a decision counter; 0: never). Breaks exact ties.
   uint64_t last_chosen = 0;

@@ -19,6 +19,7 @@ WorkerCapacity FromProto(const v1::Capacity& proto) {
   capacity.used_blocks = proto.used_blocks();
   capacity.running_requests = proto.running_requests();
   capacity.waiting_requests = proto.waiting_requests();
+  capacity.max_waiting_requests = proto.max_waiting_requests();
   return capacity;
 }
 

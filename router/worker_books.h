@@ -66,6 +66,7 @@ struct WorkerCapacity {
   int64_t used_blocks = 0;
   int32_t running_requests = 0;
   int32_t waiting_requests = 0;
+  int32_t max_waiting_requests = 0;  // 0: not reported
 
   friend bool operator==(const WorkerCapacity&, const WorkerCapacity&) = default;
 };

@@ -26,10 +26,16 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
 
 Engine::Engine(const EngineOptions& options, std::unique_ptr<EngineCore> core)
     : options_(options), core_(std::move(core)) {
-  stats_ = core_->Stats();
+  stats_ = CoreStats();
 }
 
 Engine::~Engine() { Shutdown(); }
+
+EngineStats Engine::CoreStats() const {
+  EngineStats stats = core_->Stats();
+  stats.max_waiting_requests = options_.max_waiting_requests;
+  return stats;
+}
 
 absl::Status Engine::Start() {
   std::unique_lock<std::mutex> lock(mu_);
@@ -140,7 +146,7 @@ void Engine::Shutdown() {
   std::unique_lock<std::mutex> lock(mu_);
   live_.clear();
   idle_cv_.notify_all();
-  stats_ = core_->Stats();
+  stats_ = CoreStats();
   stats_.draining = true;
 }
 
@@ -214,7 +220,7 @@ void Engine::Loop() {
       }
     }
     const EngineStats stats = [&] {
-      EngineStats s = core_->Stats();
+      EngineStats s = CoreStats();
       s.draining = draining;
       s.failed = failed_engine_;
       return s;

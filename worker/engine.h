@@ -117,6 +117,8 @@ class Engine {
   void Loop();
   // Publishes the KV events since the last call and `stats` to the subscriptions.
   void PublishStatus(const EngineStats& stats);
+  // The core's stats with the engine's own limits.
+  EngineStats CoreStats() const;
 
   const EngineOptions options_;
   std::unique_ptr<EngineCore> core_;  // engine thread only, after Start

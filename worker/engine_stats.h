@@ -20,6 +20,7 @@ struct EngineStats {
   int32_t running_requests = 0;  // at least one sequence holds blocks
   int32_t waiting_requests = 0;  // submitted, nothing running yet (or fully preempted)
   int32_t running_sequences = 0;
+  int32_t max_waiting_requests = 0;  // the engine's waiting-queue limit (0: unknown)
   int64_t num_preemptions = 0;      // since start
   int64_t prefix_query_tokens = 0;  // since start
   int64_t prefix_hit_tokens = 0;    // since start

@@ -96,6 +96,7 @@ void ToProto(const EngineStats& stats, v1::Capacity* capacity) {
   capacity->set_used_blocks(stats.used_blocks);
   capacity->set_running_requests(stats.running_requests);
   capacity->set_waiting_requests(stats.waiting_requests);
+  capacity->set_max_waiting_requests(stats.max_waiting_requests);
 }
 
 }  // namespace kvserve

@@ -81,6 +81,27 @@ TEST(RoutingPolicyTest, ReservationsCountAgainstFreeBlocks) {
   EXPECT_FALSE(CostOf(ExampleQuery(), b, {}).fits);
 }
 
+TEST(RoutingPolicyTest, AWorkerWhoseWaitingQueueWouldBeFullIsNotChosen) {
+  // B has 1 waiting and 1 outstanding request: with a limit of 2 its queue is full (the worker
+  // would refuse with RESOURCE_EXHAUSTED), so the request goes to A, or waits when A is full too.
+  WorkerLoad b = ExampleB();
+  b.max_waiting_requests = 2;
+  EXPECT_FALSE(CostOf(ExampleQuery(), b, {}).fits);
+  b.max_waiting_requests = 3;
+  EXPECT_TRUE(CostOf(ExampleQuery(), b, {}).fits);
+  b.max_waiting_requests = 0;  // not reported: no limit known
+  EXPECT_TRUE(CostOf(ExampleQuery(), b, {}).fits);
+
+  b.max_waiting_requests = 2;
+  WorkerLoad a = ExampleA();
+  const std::vector<WorkerLoad> loads = {a, b};
+  EXPECT_EQ(ChooseWorker(ExampleQuery(), loads, {}).index, 0);
+  a.max_waiting_requests = 1;
+  a.outstanding_requests = 1;
+  const std::vector<WorkerLoad> full = {a, b};
+  EXPECT_EQ(ChooseWorker(ExampleQuery(), full, {}).verdict, RouteVerdict::kNoFitNow);
+}
+
 TEST(RoutingPolicyTest, VerdictsTellNeverFitsFromNotNowFromNoWorker) {
   RoutingQuery query = ExampleQuery();
   WorkerLoad full = ExampleB();
