@@ -16,6 +16,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -31,7 +32,9 @@ namespace kvserve {
 // HTTP one from the request's headers.
 struct CallContext {
   absl::Time deadline = absl::InfiniteFuture();  // after it: DEADLINE_EXCEEDED
-  std::string bearer_token;  // "Authorization: Bearer <token>"; empty when none was sent
+  // The "Authorization" header as sent ("Bearer <token>"); nullopt when none was sent. Backends
+  // read it with api/bearer_token.h, the one rule for both transports.
+  std::optional<std::string> authorization;
   std::string peer;          // "ip:port" of the client, for logs
 };
 

@@ -24,9 +24,11 @@ constexpr char kJson[] = "application/json";
 absl::StatusOr<CallContext> ContextOf(const HttpRequest& request) {
   CallContext call;
   call.peer = request.peer;
-  const absl::string_view authorization = request.Header("authorization");
-  if (absl::StartsWithIgnoreCase(authorization, "bearer ")) {
-    call.bearer_token = std::string(absl::StripAsciiWhitespace(authorization.substr(7)));
+  for (const auto& [name, value] : request.headers) {
+    if (name == "authorization") {
+      call.authorization = value;
+      break;
+    }
   }
   const absl::string_view timeout = request.Header("x-request-timeout-ms");
   if (!timeout.empty()) {

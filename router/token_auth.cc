@@ -7,23 +7,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "api/bearer_token.h"
 
 namespace kvserve {
-namespace {
-
-bool IsB64Token(absl::string_view token) {
-  size_t i = 0;
-  while (i < token.size() && (absl::ascii_isalnum(static_cast<unsigned char>(token[i])) ||
-                              absl::StrContains("-._~+/", token[i]))) {
-    ++i;
-  }
-  if (i == 0) return false;
-  while (i < token.size() && token[i] == '=') ++i;
-  return i == token.size();
-}
-
-}  // namespace
-
 absl::StatusOr<TokenAuth> TokenAuth::Parse(absl::string_view contents) {
   TokenAuth auth;
   auth.enabled_ = true;
@@ -54,22 +40,9 @@ absl::StatusOr<std::string> TokenAuth::Authenticate(bool present,
                                                     absl::string_view authorization) const {
   if (!enabled_) return std::string();
   if (!present) return absl::UnauthenticatedError("missing 'authorization: Bearer <token>'");
-  // RFC 6750 section 2.1: credentials = "Bearer" 1*SP b64token, where
-  // b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=". The scheme is
-  // case-insensitive (RFC 7235 section 2.1). No other whitespace, before or after, is allowed.
-  constexpr absl::string_view kScheme = "bearer";
-  if (authorization.size() <= kScheme.size() ||
-      !absl::EqualsIgnoreCase(authorization.substr(0, kScheme.size()), kScheme) ||
-      authorization[kScheme.size()] != ' ') {
-    return absl::UnauthenticatedError("authorization: expected 'Bearer <token>'");
-  }
-  absl::string_view token = authorization.substr(kScheme.size());
-  while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
-  if (!IsB64Token(token)) {
-    return absl::UnauthenticatedError(
-        "authorization: the token must be an RFC 6750 b64token (no spaces or other characters)");
-  }
-  auto it = tenant_of_token_.find(token);
+  absl::StatusOr<absl::string_view> token = ParseBearerToken(authorization);
+  if (!token.ok()) return token.status();
+  auto it = tenant_of_token_.find(*token);
   if (it == tenant_of_token_.end()) return absl::UnauthenticatedError("unknown bearer token");
   return it->second;
 }
@@ -80,13 +53,17 @@ std::string TokenAuth::CacheSaltFor(absl::string_view tenant) {
   return absl::StrCat("kvserve-tenant:", tenant);
 }
 
-absl::StatusOr<std::string> AuthenticateCall(const TokenAuth& auth,
-                                             const grpc::ServerContextBase& context) {
+std::optional<absl::string_view> AuthorizationOf(const grpc::ServerContextBase& context) {
   const auto& metadata = context.client_metadata();
   auto it = metadata.find("authorization");
-  const bool present = it != metadata.end();
-  return auth.Authenticate(present,
-                           present ? absl::string_view(it->second.data(), it->second.size()) : "");
+  if (it == metadata.end()) return std::nullopt;
+  return absl::string_view(it->second.data(), it->second.size());
+}
+
+absl::StatusOr<std::string> AuthenticateCall(const TokenAuth& auth,
+                                             const grpc::ServerContextBase& context) {
+  const std::optional<absl::string_view> authorization = AuthorizationOf(context);
+  return auth.Authenticate(authorization.has_value(), authorization.value_or(""));
 }
 
 }  // namespace kvserve

@@ -16,6 +16,7 @@
 
 #include <grpcpp/server_context.h>
 
+#include <optional>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
@@ -35,9 +36,8 @@ class TokenAuth {
 
   bool enabled() const { return enabled_; }
 
-  // The tenant of an "authorization" metadata value, exactly as RFC 6750 section 2.1 writes it:
-  // "Bearer" 1*SP b64token, the scheme case-insensitive (RFC 7235 section 2.1), no other
-  // whitespace (a token with a trailing space is refused). `present` false: the metadata was not
+  // The tenant of an "authorization" metadata or header value, read by api/bearer_token.h
+  // (RFC 6750 exactly: a token with a trailing space or a stray character is refused). `present` false: the metadata was not
   // sent. UNAUTHENTICATED when auth is on and the header is missing, malformed or names no known
   // token.
   absl::StatusOr<std::string> Authenticate(bool present, absl::string_view authorization) const;
@@ -50,6 +50,9 @@ class TokenAuth {
   bool enabled_ = false;
   absl::flat_hash_map<std::string, std::string> tenant_of_token_;
 };
+
+// A gRPC call's "authorization" metadata; nullopt when it was not sent.
+std::optional<absl::string_view> AuthorizationOf(const grpc::ServerContextBase& context);
 
 // The tenant of a gRPC call from its "authorization" metadata (auth.Authenticate); every
 // authenticated router service calls this, so all of them accept exactly the same tokens.

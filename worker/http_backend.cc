@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "api/bearer_token.h"
 #include "worker/proto_conversion.h"
 
 namespace kvserve {
@@ -59,12 +60,14 @@ WorkerHttpBackend::WorkerHttpBackend(ServingContext* context, std::function<bool
     : context_(context), serving_(std::move(serving)), api_key_(std::move(api_key)) {}
 
 absl::Status WorkerHttpBackend::Authenticate(const CallContext& call) const {
-  if (api_key_.empty() || ConstantTimeEquals(call.bearer_token, api_key_)) {
-    return absl::OkStatus();
+  if (api_key_.empty()) return absl::OkStatus();
+  if (!call.authorization.has_value()) {
+    return absl::UnauthenticatedError("missing bearer token (Authorization: Bearer <key>)");
   }
-  return absl::UnauthenticatedError(call.bearer_token.empty()
-                                        ? "missing bearer token (Authorization: Bearer <key>)"
-                                        : "invalid bearer token");
+  absl::StatusOr<absl::string_view> token = ParseBearerToken(*call.authorization);
+  if (!token.ok()) return token.status();
+  if (!ConstantTimeEquals(*token, api_key_)) return absl::UnauthenticatedError("invalid bearer token");
+  return absl::OkStatus();
 }
 
 bool WorkerHttpBackend::Serving() const { return serving_(); }
