@@ -24,30 +24,64 @@ absl::Time DeadlineOf(const grpc::CallbackServerContext& call) {
 }
 
 // Worker failures after which another worker can continue the request.
-bool Migratable(const grpc::Status& status, bool started) {
-  switch (status.error_code()) {
-    case grpc::StatusCode::OK:  // ended without usage: the stream was cut
-    case grpc::StatusCode::UNAVAILABLE:
-    case grpc::StatusCode::UNKNOWN:
-    case grpc::StatusCode::INTERNAL:
-    case grpc::StatusCode::ABORTED:
+bool Migratable(const absl::Status& status, bool started) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:  // ended without usage: the stream was cut
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kUnknown:
+    case absl::StatusCode::kInternal:
+    case absl::StatusCode::kAborted:
       return true;
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+    case absl::StatusCode::kResourceExhausted:
       return !started;  // the worker's queue was full: try another
     default:
       return false;
   }
 }
 
-grpc::Status Cancelled() {
-  return grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the request");
-}
+absl::Status Cancelled() { return absl::CancelledError("the client cancelled the request"); }
 
 // Ends a call at once: a request refused before it ran.
 class RefusedCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   explicit RefusedCall(const grpc::Status& status) { Finish(status); }
   void OnDone() override { delete this; }
+};
+
+// The gRPC client side of a GenerateCall: the server-streaming reactor of the client's call.
+// gRPC owns it; it deletes itself in OnDone, after telling the call.
+class GrpcGenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
+                                  public GenerateClient {
+ public:
+  GrpcGenerateReactor(GenerateProxy* proxy, grpc::CallbackServerContext* call,
+                      ProxiedRequest request)
+      : call_(call),
+        generate_(GenerateCall::Create(proxy, this, std::move(request), DeadlineOf(*call))) {}
+
+  void Begin() { generate_->Begin(); }
+
+  // GenerateClient.
+  std::unique_ptr<grpc::ClientContext> NewWorkerContext() override {
+    return grpc::ClientContext::FromCallbackServerContext(*call_);
+  }
+  void Send(const v1::GenerateResponse& message) override {
+    buffer_ = ToByteBuffer(message);
+    StartWrite(&buffer_);
+  }
+  void End(const absl::Status& status) override { Finish(ToGrpcStatus(status)); }
+
+  // gRPC's reactions.
+  void OnWriteDone(bool ok) override { generate_->OnWriteDone(ok); }
+  void OnCancel() override { generate_->OnCancel(); }
+  void OnDone() override {
+    generate_->OnClientDone();
+    delete this;
+  }
+
+ private:
+  grpc::CallbackServerContext* const call_;
+  GenerateCall* const generate_;
+  grpc::ByteBuffer buffer_;  // the message being written
 };
 
 }  // namespace
@@ -60,7 +94,7 @@ class GenerateCall::Upstream final : public grpc::ClientReadReactor<v1::Generate
       : owner_(owner),
         worker_id_(std::move(worker_id)),
         worker_(std::move(worker)),
-        context_(grpc::ClientContext::FromCallbackServerContext(*owner->call_)),
+        context_(owner->client_->NewWorkerContext()),
         request_(std::move(request)) {}
 
   // Starts the call; it cannot end before ReleaseHold.
@@ -85,7 +119,7 @@ class GenerateCall::Upstream final : public grpc::ClientReadReactor<v1::Generate
   // The owner may destroy this Upstream inside OnUpstreamDone: nothing may follow it.
   void OnDone(const grpc::Status& status) override {
     const bool lost = worker_->UnregisterCall(tracked_);
-    owner_->OnUpstreamDone(this, status, lost);
+    owner_->OnUpstreamDone(this, FromGrpcStatus(status), lost);
   }
 
   const std::string& worker_id() const { return worker_id_; }
@@ -109,27 +143,47 @@ class GenerateCall::Upstream final : public grpc::ClientReadReactor<v1::Generate
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerateProxy::Start(grpc::CallbackServerContext* call,
                                                                  ProxiedRequest request) {
-  return GenerateCall::Start(this, call, std::move(request));
+  auto* reactor = new GrpcGenerateReactor(this, call, std::move(request));
+  reactor->Begin();
+  return reactor;
+}
+
+void GenerateProxy::CallStarted() {
+  absl::MutexLock lock(&mu_);
+  ++running_calls_;
+}
+
+void GenerateProxy::CallEnded() {
+  absl::MutexLock lock(&mu_);
+  --running_calls_;
+}
+
+bool GenerateProxy::WaitIdle(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return running_calls_ == 0; };
+  return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* RefuseGenerate(const grpc::Status& status) {
   return new RefusedCall(status);
 }
 
-GenerateCall* GenerateCall::Start(GenerateProxy* proxy, grpc::CallbackServerContext* call,
-                                  ProxiedRequest request) {
-  auto* reactor = new GenerateCall(proxy, call, std::move(request));
-  reactor->Admit();
-  return reactor;
+GenerateCall* GenerateCall::Create(GenerateProxy* proxy, GenerateClient* client,
+                                   ProxiedRequest request, absl::Time deadline) {
+  return new GenerateCall(proxy, client, std::move(request), deadline);
 }
 
-GenerateCall::GenerateCall(GenerateProxy* proxy, grpc::CallbackServerContext* call,
-                           ProxiedRequest request)
+GenerateCall::GenerateCall(GenerateProxy* proxy, GenerateClient* client, ProxiedRequest request,
+                           absl::Time deadline)
     : proxy_(proxy),
-      call_(call),
+      client_(client),
       request_(std::move(request)),
-      deadline_(DeadlineOf(*call)),
-      progress_(&request_) {}
+      deadline_(deadline),
+      progress_(&request_) {
+  proxy_->CallStarted();
+}
+
+GenerateCall::~GenerateCall() { proxy_->CallEnded(); }
 
 void GenerateCall::AddHold() {
   absl::MutexLock lock(&mu_);
@@ -210,17 +264,16 @@ void GenerateCall::OnAdmitted(AdmissionOutcome outcome) {
     const bool past_deadline = absl::Now() + absl::Milliseconds(50) >= deadline_;
     metrics->RecordRejection(past_deadline ? "deadline" : RefusalLabel(outcome.refusal));
     if (attempt > 0 && outcome.refusal == AdmissionRefusal::kNoWorker) {
-      grpc::Status failure;
+      absl::Status failure;
       {
         absl::MutexLock lock(&mu_);
         failure = last_failure_;
       }
-      EndWith(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                           absl::StrCat("no other worker can continue the request after: ",
-                                        failure.error_message())),
+      EndWith(absl::UnavailableError(absl::StrCat(
+                  "no other worker can continue the request after: ", failure.message())),
               /*usage_may_end=*/true);
     } else {
-      EndWith(ToGrpcStatus(outcome.decision.status()));
+      EndWith(outcome.decision.status());
     }
     Unref();
     return;
@@ -282,7 +335,7 @@ void GenerateCall::OnUpstreamMessage(Upstream* upstream) {
       first = !upstream->started;
       upstream->started = true;
       if (progress_.Apply(upstream->response())) upstream->got_usage = true;
-      write_buffer_ = ToByteBuffer(*upstream->response());
+      write_message_.Swap(upstream->response());  // the next read starts after the send
       write_in_flight_ = true;
       actions.write = true;
     }
@@ -322,7 +375,7 @@ void GenerateCall::OnUpstreamEnd() {
 
 // --- Migrate or finish -----------------------------------------------------------------------
 
-void GenerateCall::OnUpstreamDone(Upstream* upstream, grpc::Status status, bool lost) {
+void GenerateCall::OnUpstreamDone(Upstream* upstream, absl::Status status, bool lost) {
   proxy_->books()->Release(request_.router_request_id);
   RouterMetrics* metrics = proxy_->metrics();
   std::shared_ptr<Upstream> ended;  // destroyed on return, after the last use of `upstream`
@@ -340,32 +393,27 @@ void GenerateCall::OnUpstreamDone(Upstream* upstream, grpc::Status status, bool 
   const std::string worker_id = upstream->worker_id();
   if (lost && !client_stopped) {
     // The connection cancelled it: the worker stopped answering or the stream stalled.
-    status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                          absl::StrCat("worker ", worker_id, " stopped answering"));
+    status = absl::UnavailableError(absl::StrCat("worker ", worker_id, " stopped answering"));
   }
   if (client_stopped) {
     EndWith(Cancelled());
   } else if (status.ok() && upstream->got_usage) {
-    EndWith(grpc::Status::OK);
+    EndWith(absl::OkStatus());
   } else if (!Migratable(status, upstream->started)) {
-    metrics->RecordRejection(
-        status.error_code() == grpc::StatusCode::INVALID_ARGUMENT    ? "invalid_argument"
-        : status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ? "deadline"
-                                                                     : "worker_error");
+    metrics->RecordRejection(status.code() == absl::StatusCode::kInvalidArgument    ? "invalid_argument"
+                             : status.code() == absl::StatusCode::kDeadlineExceeded ? "deadline"
+                                                                                    : "worker_error");
     EndWith(status);  // the request's own error (e.g. a bad sampling field): as the worker said
   } else {
-    const grpc::Status failure =
-        status.ok()
-            ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "the worker's stream ended without usage")
-            : status;
+    const absl::Status failure =
+        status.ok() ? absl::UnavailableError("the worker's stream ended without usage") : status;
     if (all_finished) {
       EndWith(failure, /*usage_may_end=*/true);  // only the usage message is missing
     } else if (attempt >= proxy_->max_migrations()) {
       metrics->RecordRejection("migrations_exhausted");
-      EndWith(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                           absl::StrCat("worker ", worker_id, " failed (", failure.error_message(),
-                                        ") and the request already moved ", attempt,
-                                        " times (--max_migrations)")),
+      EndWith(absl::UnavailableError(absl::StrCat("worker ", worker_id, " failed (",
+                                                  failure.message(), ") and the request already moved ",
+                                                  attempt, " times (--max_migrations)")),
               /*usage_may_end=*/true);
     } else {
       metrics->RecordMigration();
@@ -381,7 +429,7 @@ void GenerateCall::OnUpstreamDone(Upstream* upstream, grpc::Status status, bool 
   Unref();
 }
 
-void GenerateCall::EndWith(grpc::Status status, bool usage_may_end) {
+void GenerateCall::EndWith(absl::Status status, bool usage_may_end) {
   Actions actions;
   {
     absl::MutexLock lock(&mu_);
@@ -389,8 +437,8 @@ void GenerateCall::EndWith(grpc::Status status, bool usage_may_end) {
     std::optional<v1::GenerateResponse> usage_only;
     if (usage_may_end) usage_only = progress_.UsageOnlyEnding();
     if (usage_only.has_value() && !client_gone_ && !cancelled_) {
-      last_message_ = ToByteBuffer(*usage_only);
-      status = grpc::Status::OK;
+      last_message_ = *std::move(usage_only);
+      status = absl::OkStatus();
     }
     pending_finish_ = std::move(status);
     PlanLocked(&actions);
@@ -422,7 +470,7 @@ void GenerateCall::PlanLocked(Actions* actions) {
   }
   if (!pending_finish_.has_value() || admitting_ || write_in_flight_ || actions->write) return;
   if (last_message_.has_value()) {
-    write_buffer_ = *std::move(last_message_);
+    write_message_ = *std::move(last_message_);
     last_message_.reset();
     write_in_flight_ = true;
     actions->write = true;
@@ -433,15 +481,18 @@ void GenerateCall::PlanLocked(Actions* actions) {
 }
 
 void GenerateCall::Execute(Actions actions) {
+  // The client side may react inline (a send it completes at once, an end it is done with), so
+  // this call must outlive its own actions.
+  AddHold();
   if (actions.cancel != nullptr) actions.cancel->Cancel();
-  if (actions.write) StartWrite(&write_buffer_);
+  if (actions.write) client_->Send(write_message_);
   if (actions.read != nullptr) actions.read->ReadNext();
   if (actions.release_hold != nullptr) actions.release_hold->ReleaseHold();
   if (actions.finish.has_value()) {
-    proxy_->metrics()->RecordFinished(
-        absl::StatusCodeToString(static_cast<absl::StatusCode>(actions.finish->error_code())));
-    Finish(*actions.finish);
+    proxy_->metrics()->RecordFinished(absl::StatusCodeToString(actions.finish->code()));
+    client_->End(*actions.finish);
   }
+  Unref();
 }
 
 // --- Client side -----------------------------------------------------------------------------
@@ -465,6 +516,5 @@ void GenerateCall::OnCancel() {
   Execute(std::move(actions));
 }
 
-void GenerateCall::OnDone() { Unref(); }
 
 }  // namespace kvserve

@@ -32,6 +32,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "router/admission_queue.h"
 #include "router/cluster_books.h"
 #include "router/request_progress.h"
@@ -63,12 +66,20 @@ class GenerateProxy {
   RouterMetrics* metrics() const { return metrics_; }
   int max_migrations() const { return max_migrations_; }
 
+  // Calls started and not yet ended (any transport). A GenerateCall counts itself in and out.
+  void CallStarted();
+  void CallEnded();
+  // Waits until no call is running or `deadline` passed; true when none is running.
+  bool WaitIdle(absl::Time deadline);
+
  private:
   WorkerRegistry* const registry_;
   ClusterBooks* const books_;
   AdmissionQueue* const queue_;
   RouterMetrics* const metrics_;
   const int max_migrations_;
+  absl::Mutex mu_;
+  int running_calls_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // A reactor that ends its call at once with `status` (a request refused before it ran).

@@ -4,7 +4,10 @@
 //   kvserve-router --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0
 //                  --workers=127.0.0.1:50061,127.0.0.1:50062
 //
-// Prints "kvserve-router grpc_port=N", "kvserve-router metrics_port=N" and then
+// With --http_port it also serves the OpenAI-compatible HTTP API (docs/api.md).
+//
+// Prints "kvserve-router grpc_port=N", "kvserve-router metrics_port=N", with --http_port
+// "kvserve-router http_port=N", and then
 // "kvserve-router ready" on stdout once serving (port 0 picks a free port); then
 // "kvserve-router worker_added=host:port" as discovery finds workers. SIGTERM or SIGINT drains
 // (--drain_timeout_s) and exits 0. An invalid flag exits 1 with a message naming it.
@@ -14,7 +17,10 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/debugging/failure_signal_handler.h"
+#include "absl/debugging/symbolize.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -38,10 +44,14 @@ ABSL_FLAG(int32_t, max_queue, 1024,
 ABSL_FLAG(int32_t, max_migrations, 3, "Times one request may move to another worker");
 ABSL_FLAG(int32_t, status_interval_ms, 0, "Worker status interval asked for (0: worker default)");
 ABSL_FLAG(double, worker_liveness_timeout_s, 10.0,
-          "A worker whose status stream is silent this long (a hung engine: longer than any "
-          "step) is marked unreachable (>= 1)");
+          "A worker whose status stream is silent this long (a hung or starved engine) gets "
+          "no new requests until it publishes again; its running ones go on (>= 1)");
 ABSL_FLAG(double, stream_progress_timeout_s, 30.0,
           "A request stream with no message from its worker this long moves to another");
+ABSL_FLAG(int32_t, http_port, -1,
+          "OpenAI-compatible HTTP API port on the host of --listen (-1: off, 0: any free port)");
+ABSL_FLAG(std::vector<std::string>, http_model_aliases, {},
+          "Model names the HTTP API accepts besides the served one (e.g. gpt-3.5-turbo)");
 ABSL_FLAG(std::string, auth_tokens_file, "", "Bearer tokens: lines 'token tenant' (empty: off)");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve TLS on --listen");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
@@ -74,6 +84,8 @@ int Run() {
   options.status_interval_ms = absl::GetFlag(FLAGS_status_interval_ms);
   options.worker_liveness_timeout_s = absl::GetFlag(FLAGS_worker_liveness_timeout_s);
   options.stream_progress_timeout_s = absl::GetFlag(FLAGS_stream_progress_timeout_s);
+  options.http_port = absl::GetFlag(FLAGS_http_port);
+  options.http_model_aliases = absl::GetFlag(FLAGS_http_model_aliases);
   options.auth_tokens_file = absl::GetFlag(FLAGS_auth_tokens_file);
   options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key = absl::GetFlag(FLAGS_tls_key);
@@ -97,8 +109,11 @@ int Run() {
   absl::StatusOr<std::unique_ptr<RouterServer>> server = RouterServer::Start(options);
   if (!server.ok()) return Fail(server.status());
   std::cout << "kvserve-router grpc_port=" << (*server)->grpc_port() << "\n"
-            << "kvserve-router metrics_port=" << (*server)->metrics_port() << "\n"
-            << "kvserve-router ready" << std::endl;
+            << "kvserve-router metrics_port=" << (*server)->metrics_port() << "\n";
+  if ((*server)->http_port() >= 0) {
+    std::cout << "kvserve-router http_port=" << (*server)->http_port() << "\n";
+  }
+  std::cout << "kvserve-router ready" << std::endl;
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);
@@ -113,6 +128,9 @@ int Run() {
 }  // namespace kvserve
 
 int main(int argc, char** argv) {
+  // A crash prints its signal and stack to stderr (the pod's log) before the process dies.
+  absl::InitializeSymbolizer(argv[0]);
+  absl::InstallFailureSignalHandler(absl::FailureSignalHandlerOptions());
   kvserve::SetProgramUsage("Routes kvserve.v1.Generation requests across kvserve workers.");
   absl::ParseCommandLine(argc, argv);
   return kvserve::Run();

@@ -89,9 +89,10 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
   server->proxy_ = std::make_unique<GenerateProxy>(server->registry_.get(), server->books_.get(),
                                                    server->queue_.get(), server->metrics_.get(),
                                                    options.max_migrations);
-  server->service_ = std::make_unique<RouterService>(
-      router_id, &server->auth_, server->renderer_.get(), server->registry_.get(),
-      server->books_.get(), server->proxy_.get(), server->metrics_.get());
+  server->api_ = std::make_unique<RouterApi>(router_id, &server->auth_, server->renderer_.get(),
+                                             server->registry_.get(), server->books_.get(),
+                                             server->metrics_.get());
+  server->service_ = std::make_unique<RouterService>(server->api_.get(), server->proxy_.get());
   server->admin_service_ = std::make_unique<RouterAdminService>(
       &server->auth_, server->books_.get(), server->metrics_.get());
 
@@ -117,15 +118,50 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
   server->exposer_->RegisterCollectable(server->metrics_->registry());
   const std::vector<int> ports = server->exposer_->GetListeningPorts();
   server->metrics_port_ = ports.empty() ? 0 : ports.front();
+  if (options.http_port >= 0) {
+    if (absl::Status s = server->StartHttp(options); !s.ok()) return s;
+  }
   return server;
+}
+
+absl::Status RouterServer::StartHttp(const RouterServerOptions& options) {
+  http_metrics_ = std::make_shared<HttpMetrics>();
+  exposer_->RegisterCollectable(http_metrics_);
+  http_backend_ = std::make_unique<RouterHttpBackend>(api_.get(), proxy_.get());
+  http_front_end_ = std::make_unique<OpenAiFrontEnd>(
+      http_backend_.get(), OpenAiFrontEndOptions{.model_aliases = options.http_model_aliases});
+  HttpServerOptions http;
+  http.host = options.listen.substr(0, options.listen.rfind(':'));
+  http.port = options.http_port;
+  absl::StatusOr<std::unique_ptr<HttpServer>> started = HttpServer::Start(
+      http,
+      [front_end = http_front_end_.get()](HttpRequest request,
+                                          std::shared_ptr<HttpExchange> exchange) {
+        front_end->Handle(std::move(request), std::move(exchange));
+      },
+      http_metrics_.get());
+  if (!started.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--http_port: ", started.status().message()));
+  }
+  http_server_ = *std::move(started);
+  http_port_ = http_server_->port();
+  return absl::OkStatus();
 }
 
 void RouterServer::Drain(absl::Duration timeout) {
   if (drained_) return;
   drained_ = true;
   server_->GetHealthCheckService()->SetServingStatus(false);
-  server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
+  if (http_backend_ != nullptr) http_backend_->StopServing();
+  const absl::Time deadline = absl::Now() + timeout;
+  server_->Shutdown(absl::ToChronoTime(deadline));
   server_->Wait();
+  // gRPC's calls are done; HTTP calls get what is left of the timeout. Those still open then
+  // end here (their worker calls are cancelled), before the workers go.
+  if (http_server_ != nullptr) {
+    proxy_->WaitIdle(deadline);
+    http_server_->Stop();
+  }
   registry_->Stop();
 }
 

@@ -1,11 +1,13 @@
 // RouterServer: one running kvserve router, wired together: the books and admission queue
 // (router core), worker discovery and status streams (WorkerRegistry), the tokenizer
 // (PromptRenderer), bearer-token auth, the Generation service with grpc.health.v1 and reflection
-// on the gRPC port (TLS / mTLS when configured), and Prometheus metrics on the metrics port.
+// on the gRPC port (TLS / mTLS when configured), the OpenAI-compatible HTTP API on --http_port
+// (both through one RouterApi and one GenerateProxy), and Prometheus metrics on the metrics port.
 // main() builds it from flags; tests and benchmarks build it the same way.
 //
-// Drain (SIGTERM): health turns NOT_SERVING, running calls get `timeout` to finish, then the
-// server stops (calls still open end, and their worker calls are cancelled with them).
+// Drain (SIGTERM): health turns NOT_SERVING (HTTP /health 503), running calls get `timeout` to
+// finish, then the servers stop (calls still open end, and their worker calls are cancelled
+// with them).
 //
 // Thread-safety: Start / Drain / destructor from one thread; the accessors are plain values.
 #ifndef KVSERVE_ROUTER_ROUTER_SERVER_H_
@@ -18,12 +20,17 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "http/http_metrics.h"
+#include "http/http_server.h"
+#include "http/openai_front_end.h"
 #include "prometheus/exposer.h"
 #include "router/admission_queue.h"
 #include "router/cluster_books.h"
 #include "router/generate_proxy.h"
 #include "router/prompt_renderer.h"
 #include "router/router_admin_service.h"
+#include "router/router_api.h"
+#include "router/router_http_backend.h"
 #include "router/router_metrics.h"
 #include "router/router_server_options.h"
 #include "router/router_service.h"
@@ -43,6 +50,8 @@ class RouterServer {
 
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
+  // The OpenAI-compatible HTTP port; -1 when --http_port is off.
+  int http_port() const { return http_port_; }
   ClusterBooks& books() { return *books_; }
 
   // See above. Idempotent.
@@ -50,6 +59,7 @@ class RouterServer {
 
  private:
   RouterServer() = default;
+  absl::Status StartHttp(const RouterServerOptions& options);
 
   TokenAuth auth_;
   std::unique_ptr<PromptRenderer> renderer_;
@@ -58,12 +68,18 @@ class RouterServer {
   std::unique_ptr<AdmissionQueue> queue_;
   std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<GenerateProxy> proxy_;
+  std::unique_ptr<RouterApi> api_;
   std::unique_ptr<RouterService> service_;
   std::unique_ptr<RouterAdminService> admin_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::shared_ptr<HttpMetrics> http_metrics_;
+  std::unique_ptr<RouterHttpBackend> http_backend_;
+  std::unique_ptr<OpenAiFrontEnd> http_front_end_;
+  std::unique_ptr<HttpServer> http_server_;
   int grpc_port_ = 0;
   int metrics_port_ = 0;
+  int http_port_ = -1;
   bool drained_ = false;
 };
 

@@ -73,6 +73,10 @@ absl::Status RouterServerOptions::Validate() const {
     return Invalid("--dns_refresh_s", absl::StrCat("must be > 0, got ", dns_refresh_s));
   }
   if (model.empty()) return Invalid("--model", "required (the tokenizer is read from it)");
+  if (http_port < -1 || http_port > 65535) {
+    return Invalid("--http_port", absl::StrCat("must be -1 (off) or a port 0..65535, got ",
+                                               http_port));
+  }
   if (max_migrations < 0) {
     return Invalid("--max_migrations", absl::StrCat("must be >= 0, got ", max_migrations));
   }

@@ -1,11 +1,14 @@
-# kvserve_router: the router's gRPC front end on top of kvserve_router_core (core.cmake):
-# discovery and status streams, request proxying with migration, bearer-token auth, TLS,
-# Prometheus metrics; and the kvserve-router binary. It links the tokenizer (tokenizer and chat
-# template only), never kernels or model weights.
+# kvserve_router: the router's front ends on top of kvserve_router_core (core.cmake): discovery
+# and status streams, request proxying with migration, bearer-token auth, TLS, Prometheus
+# metrics, the gRPC service and the OpenAI-compatible HTTP API (kvserve_http) over one RouterApi;
+# and the kvserve-router binary. It links the tokenizer (tokenizer and chat template only), never
+# kernels or model weights.
 add_library(kvserve_router STATIC
   ${CMAKE_CURRENT_LIST_DIR}/generate_call.cc
   ${CMAKE_CURRENT_LIST_DIR}/request_progress.cc
   ${CMAKE_CURRENT_LIST_DIR}/router_admin_service.cc
+  ${CMAKE_CURRENT_LIST_DIR}/router_api.cc
+  ${CMAKE_CURRENT_LIST_DIR}/router_http_backend.cc
   ${CMAKE_CURRENT_LIST_DIR}/prompt_renderer.cc
   ${CMAKE_CURRENT_LIST_DIR}/router_metrics.cc
   ${CMAKE_CURRENT_LIST_DIR}/router_server.cc
@@ -17,7 +20,7 @@ add_library(kvserve_router STATIC
 )
 target_include_directories(kvserve_router PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(kvserve_router
-  PUBLIC kvserve_api kvserve_router_core kvserve_proto kvserve_tokenizer gRPC::grpc++
+  PUBLIC kvserve_api kvserve_http kvserve_router_core kvserve_proto kvserve_tokenizer gRPC::grpc++
          gRPC::grpc++_reflection prometheus-cpp::core prometheus-cpp::pull
          absl::flat_hash_map absl::flat_hash_set absl::random_random absl::status
          absl::statusor absl::strings absl::synchronization absl::time
@@ -25,4 +28,5 @@ target_link_libraries(kvserve_router
 
 add_executable(kvserve-router ${CMAKE_CURRENT_LIST_DIR}/main.cc)
 target_link_libraries(kvserve-router PRIVATE kvserve_router absl::flags absl::flags_config absl::flags_parse
-                                             absl::flags_usage kvserve_warnings)
+                                             absl::flags_usage absl::failure_signal_handler absl::symbolize
+                                             kvserve_warnings)

@@ -3,7 +3,7 @@
 # Prometheus /metrics endpoint, all on the default model. On a fresh machine it first runs
 # scripts/setup.sh (packages, model, build). Ctrl-C (or SIGTERM) stops all three cleanly.
 #
-#   scripts/run_cluster.sh                          # router on 127.0.0.1:50051
+#   scripts/run_cluster.sh                          # router on 127.0.0.1:50051 (HTTP :8000)
 #   ROUTER_PORT=8000 WORKER_KV_BYTES=536870912 scripts/run_cluster.sh
 #   SKIP_SETUP=1 scripts/run_cluster.sh             # reuse an existing build
 set -euo pipefail
@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${KVSERVE_BUILD_DIR:-build}
 ROUTER_PORT=${ROUTER_PORT:-50051}
 ROUTER_METRICS_PORT=${ROUTER_METRICS_PORT:-9451}
+ROUTER_HTTP_PORT=${ROUTER_HTTP_PORT:-8000}
 WORKER_PORTS=(${WORKER_PORTS:-50061 50062})
 WORKER_METRICS_PORTS=(${WORKER_METRICS_PORTS:-9461 9462})
 WORKER_KV_BYTES=${WORKER_KV_BYTES:-268435456}
@@ -68,7 +69,7 @@ for i in "${!WORKER_PORTS[@]}"; do
   wait_ready kvserve-worker "${pids[$i]}" "$LOG_DIR/worker$i.log"
 done
 "$BUILD_DIR/router/kvserve-router" --listen="127.0.0.1:$ROUTER_PORT" \
-  --metrics_listen="127.0.0.1:$ROUTER_METRICS_PORT" \
+  --metrics_listen="127.0.0.1:$ROUTER_METRICS_PORT" --http_port="$ROUTER_HTTP_PORT" \
   --workers="$(IFS=,; echo "${worker_addresses[*]}")" >"$LOG_DIR/router.log" 2>&1 &
 router_pid=$!
 # The router's pid goes first in pids so that stop() drains it before the workers.
@@ -78,10 +79,15 @@ wait_ready kvserve-router "$router_pid" "$LOG_DIR/router.log"
 "$BUILD_DIR/tools/kvserve-cli" --target="127.0.0.1:$ROUTER_PORT" --timeout_s=60 wait ||
   echo "run_cluster: the router does not serve yet" >&2
 
+# The served model's name, as /v1/models lists it (the name clients pass as "model").
+MODEL_NAME=$(python3 -c 'import json, sys, urllib.request
+print(json.load(urllib.request.urlopen(sys.argv[1], timeout=10))["data"][0]["id"])' \
+  "http://127.0.0.1:$ROUTER_HTTP_PORT/v1/models" 2>/dev/null || echo SmolLM2-135M-Instruct)
 cat <<EOM
 
 kvserve cluster is up (logs in $LOG_DIR):
   router   127.0.0.1:$ROUTER_PORT   metrics http://127.0.0.1:$ROUTER_METRICS_PORT/metrics
+           OpenAI-compatible HTTP http://127.0.0.1:$ROUTER_HTTP_PORT/v1
 $(for i in "${!WORKER_PORTS[@]}"; do
   echo "  worker$i  127.0.0.1:${WORKER_PORTS[$i]}   metrics http://127.0.0.1:${WORKER_METRICS_PORTS[$i]}/metrics"
 done)
@@ -91,6 +97,19 @@ Try it:
   $BUILD_DIR/tools/kvserve-cli --target=127.0.0.1:$ROUTER_PORT chat "Write a haiku about caches."
   $BUILD_DIR/tools/kvserve-cli --target=127.0.0.1:$ROUTER_PORT workers
   clients/python/generate_stubs.sh && clients/python/kvserve_client.py --target 127.0.0.1:$ROUTER_PORT --prompt "Hello"
+
+OpenAI-compatible HTTP (streamed with Server-Sent Events):
+  curl -N http://127.0.0.1:$ROUTER_HTTP_PORT/v1/chat/completions -H 'Content-Type: application/json' \
+    -d '{"model": "$MODEL_NAME", "messages": [{"role": "user", "content": "Write a haiku about caches."}], "stream": true}'
+
+  python3 - <<'PY'
+from openai import OpenAI  # pip install openai
+client = OpenAI(base_url="http://127.0.0.1:$ROUTER_HTTP_PORT/v1", api_key="unused")
+for chunk in client.completions.create(model="$MODEL_NAME", prompt="The KV cache is",
+                                       max_tokens=32, stream=True):
+    print(chunk.choices[0].text, end="", flush=True)
+print()
+PY
 EOM
 if command -v grpcurl >/dev/null; then
   cat <<EOM

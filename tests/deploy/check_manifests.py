@@ -455,6 +455,10 @@ def main():
                         failures.check(grpc.get("port") == listen,
                                        f"{name}: {probe} port {grpc.get('port')} is not "
                                        f"--listen's {listen}")
+            if int(values.get("http_port", -1)) > 0:
+                failures.check(ports.get("http") == int(values["http_port"]),
+                               f"{name}: containerPort 'http' {ports.get('http')} is not "
+                               f"--http_port's {values['http_port']} ({text_where})")
             if "metrics_listen" in values:
                 failures.check(ports.get("metrics") == port_of(values["metrics_listen"]),
                                f"{name}: containerPort 'metrics' is not --metrics_listen's port")

@@ -1,6 +1,8 @@
-"""End-to-end test of the OpenAI-compatible HTTP API of kvserve-worker (--http_port), with the
-official `openai` Python package as the client and raw sockets for bad HTTP. A real worker with
-the default model on loopback (ports 0, read from its output).
+"""End-to-end test of the OpenAI-compatible HTTP API (--http_port) with the official `openai`
+Python package as the client and raw sockets for bad HTTP, served by a kvserve-worker or, with
+--router=PATH, by a kvserve-router in front of one (the same tests: the router's HTTP front end
+must answer as the worker's). Real processes with the default model on loopback (ports 0, read
+from their output).
 
 Covers completions and chat, streaming and not, n = 2, logprobs, stop, seed reproducibility,
 the same greedy text as gRPC, every error status (400 / 401 / 404 / 413 / 429 / 503 / 504), a
@@ -8,7 +10,8 @@ client that disconnects mid-stream (its blocks come back: /metrics), /v1/models,
 /tokenize, /detokenize, HTTP metrics; and bad HTTP (malformed request line, huge headers,
 chunked bodies, a slow sender, invalid UTF-8, a 10 MB prompt): a 4xx, and the server serves on.
 
-  python3 http_e2e_test.py --worker=build/worker/kvserve-worker --proto-root=proto
+  python3 http_e2e_test.py --worker=build/worker/kvserve-worker --proto-root=proto \
+      [--router=build/router/kvserve-router]
 """
 
 import json
@@ -24,25 +27,39 @@ import grpc
 import openai
 
 import kvserve_e2e
+import router_e2e_lib
 
 OPTIONS, UNITTEST_ARGV = kvserve_e2e.parse_args(sys.argv)
 HERE = os.path.dirname(os.path.abspath(__file__))
 PB = {}
-WORKER = None
+WORKER = None  # the worker that runs the requests (its KV metrics)
+SERVER = None  # the process whose HTTP port the tests talk to: WORKER, or the router
 KEY = "test-key"
+ALIASES = "--http_model_aliases=smol,gpt-3.5-turbo"
 WORKER_ARGS = ["--kv_memory_bytes=67108864", "--max_num_seqs=16", "--max_num_batched_tokens=256",
-               "--num_threads=2", "--http_port=0", f"--http_api_key={KEY}",
-               "--http_model_aliases=smol,gpt-3.5-turbo"]
+               "--num_threads=2", "--http_port=0", f"--http_api_key={KEY}", ALIASES]
+VIA_ROUTER = "router" in OPTIONS
 
 
 def model_args():
     return ["--model=" + OPTIONS["model"]] if "model" in OPTIONS else []
 
 
+def start_router(workers, extra_args=()):
+    """A router with --http_port in front of `workers`, its bearer token KEY (tenant "t")."""
+    tokens = os.path.join(router_e2e_lib.temp_dir(), "tokens")
+    with open(tokens, "w") as f:
+        f.write(f"{KEY} t\n")
+    return router_e2e_lib.start_router(
+        OPTIONS, workers, ["--http_port=0", f"--auth_tokens_file={tokens}", ALIASES,
+                           *extra_args])
+
+
 def setUpModule():
-    global WORKER
-    PB.update(kvserve_e2e.generate_stubs(OPTIONS["proto-root"], os.path.join(HERE, "protos")))
+    global WORKER, SERVER
+    PB.update(router_e2e_lib.setup(OPTIONS))
     WORKER = kvserve_e2e.Worker(OPTIONS["worker"], WORKER_ARGS + model_args()).start()
+    SERVER = start_router([WORKER]) if VIA_ROUTER else WORKER
 
 
 def tearDownModule():
@@ -50,14 +67,14 @@ def tearDownModule():
 
 
 def client(worker=None, key=KEY):
-    port = (worker or WORKER).http_port
+    port = (worker or SERVER).http_port
     return openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=key, max_retries=0,
                          timeout=120)
 
 
 def http(method, path, body=None, headers=None, worker=None):
     """(status, parsed JSON body) of one request."""
-    port = (worker or WORKER).http_port
+    port = (worker or SERVER).http_port
     data = json.dumps(body).encode() if isinstance(body, (dict, list)) else body
     request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
                                      headers={"Authorization": f"Bearer {KEY}",
@@ -72,7 +89,7 @@ def http(method, path, body=None, headers=None, worker=None):
 
 def raw(data, worker=None, read_timeout_s=30):
     """Sends raw bytes and returns what the server answers until it closes (or the timeout)."""
-    with socket.create_connection(("127.0.0.1", (worker or WORKER).http_port), timeout=10) as s:
+    with socket.create_connection(("127.0.0.1", (worker or SERVER).http_port), timeout=10) as s:
         s.sendall(data)
         s.settimeout(read_timeout_s)
         received = b""
@@ -191,11 +208,13 @@ class OpenAiClientTest(unittest.TestCase):
         prompt = "The KV cache is"
         http_text = client().completions.create(model="smol", prompt=prompt, max_tokens=16,
                                                 temperature=0).choices[0].text
-        stub = PB["generation_pb2_grpc"].GenerationStub(grpc.insecure_channel(WORKER.address))
+        stub = PB["generation_pb2_grpc"].GenerationStub(grpc.insecure_channel(SERVER.address))
         request = PB["generation_pb2"].GenerateRequest(
             prompt=prompt, sampling=PB["sampling_pb2"].SamplingParams(max_tokens=16,
                                                                       temperature=0))
-        grpc_text = "".join(d.text for r in stub.Generate(request, timeout=120)
+        metadata = [("authorization", f"Bearer {KEY}")] if VIA_ROUTER else None
+        grpc_text = "".join(d.text for r in stub.Generate(request, timeout=120,
+                                                          metadata=metadata)
                             for d in r.choices)
         self.assertEqual(http_text, grpc_text)
 
@@ -254,11 +273,11 @@ class OpenAiClientTest(unittest.TestCase):
         WORKER.wait_metric('kvserve_requests_finished_total{reason="cancelled"}',
                            lambda v: v >= cancelled + 1)
         WORKER.wait_metric("kvserve_kv_blocks_used", lambda v: v == 0)
-        WORKER.wait_metric("kvserve_http_open_streams", lambda v: v == 0)
+        SERVER.wait_metric("kvserve_http_open_streams", lambda v: v == 0)
 
     def test_http_metrics_count_by_endpoint_and_code(self):
         http("GET", "/health")
-        text = WORKER.metrics_text()
+        text = SERVER.metrics_text()
         self.assertIn('kvserve_http_requests_total{code="200",endpoint="/health"}', text)
         self.assertIn("kvserve_http_open_streams", text)
 
@@ -293,7 +312,7 @@ class BadHttpTest(unittest.TestCase):
 
     def test_slow_sender_is_cut_off_by_the_header_timeout(self):
         start = time.time()
-        with socket.create_connection(("127.0.0.1", WORKER.http_port), timeout=5) as s:
+        with socket.create_connection(("127.0.0.1", SERVER.http_port), timeout=5) as s:
             s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
             closed = False
             for _ in range(40):
@@ -328,7 +347,7 @@ class BadHttpTest(unittest.TestCase):
 
     def test_keep_alive_serves_several_requests_on_one_connection(self):
         request = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
-        with socket.create_connection(("127.0.0.1", WORKER.http_port), timeout=10) as s:
+        with socket.create_connection(("127.0.0.1", SERVER.http_port), timeout=10) as s:
             for _ in range(3):
                 s.sendall(request)
                 answer = s.recv(65536)
@@ -336,18 +355,41 @@ class BadHttpTest(unittest.TestCase):
 
 
 class QueueAndDrainTest(unittest.TestCase):
-    """A second worker with one running sequence and one waiting slot: 429, then drain: 503."""
+    """429 when the queue is full, then drain: 503. On a worker: one running sequence and one
+    waiting slot. Through a router: a worker whose small pool (8 MiB) fits one request at a time
+    (its prompt alone takes all but 4 blocks), and a router queue of one."""
 
     def test_queue_full_is_429_and_draining_is_503(self):
-        worker = kvserve_e2e.Worker(OPTIONS["worker"], [
-            "--kv_memory_bytes=67108864", "--max_num_seqs=1", "--max_num_batched_tokens=256",
-            "--num_threads=2", "--http_port=0", "--max_waiting_requests=1",
-            "--drain_timeout_s=5", "--http_model_aliases=smol"] + model_args()).start()
+        if VIA_ROUTER:
+            worker = kvserve_e2e.Worker(OPTIONS["worker"], [
+                "--kv_memory_bytes=8388608", "--max_num_seqs=4", "--max_num_batched_tokens=256",
+                "--num_threads=2", "--drain_timeout_s=5"] + model_args()).start()
+            server = start_router([worker], ["--max_queue=1", "--drain_timeout_s=5"])
+        else:
+            worker = server = kvserve_e2e.Worker(OPTIONS["worker"], [
+                "--kv_memory_bytes=67108864", "--max_num_seqs=1", "--max_num_batched_tokens=256",
+                "--num_threads=2", "--http_port=0", "--max_waiting_requests=1",
+                "--drain_timeout_s=5", "--http_model_aliases=smol"] + model_args()).start()
         statuses = []
+        prompts, max_tokens = ["Go"] * 4, 300
+        if VIA_ROUTER:
+            # Each request's prompt fills all but 4 blocks of the pool (distinct prompts: no
+            # shared prefix), so once one runs no other fits, whatever the worker reports.
+            deadline = time.time() + 30
+            total = 0
+            while not total and time.time() < deadline:  # until the worker's first report
+                total = server.worker_gauge("kvserve_router_worker_total_blocks", worker) or 0
+                time.sleep(0.05)
+            self.assertGreater(total, 6)
+            prompt_len = 16 * (int(total) - 4)
+            prompts = [[100 + r] + [(r * 7 + i) % 40000 + 100 for i in range(prompt_len - 1)]
+                       for r in range(4)]
+            max_tokens = 40
 
-        def long_request():
+        def long_request(prompt):
             try:
-                client(worker).completions.create(model="smol", prompt="Go", max_tokens=300,
+                client(server).completions.create(model="smol", prompt=prompt,
+                                                  max_tokens=max_tokens,
                                                   extra_body={"ignore_eos": True})
                 statuses.append(200)
             except openai.APIStatusError as error:
@@ -355,26 +397,28 @@ class QueueAndDrainTest(unittest.TestCase):
             except openai.APIConnectionError:
                 statuses.append("connection")
 
-        threads = [threading.Thread(target=long_request) for _ in range(4)]
+        threads = [threading.Thread(target=long_request, args=(p,)) for p in prompts]
         for thread in threads:
             thread.start()
             time.sleep(0.05)
         deadline = time.time() + 30
         while 429 not in statuses and time.time() < deadline:
             time.sleep(0.05)
-        self.assertIn(429, statuses)
-        worker.process.send_signal(15)  # drain
+        self.assertIn(429, statuses, (statuses, server.log() if VIA_ROUTER else ""))
+        server.process.send_signal(15)  # drain
         deadline = time.time() + 10
-        while time.time() < deadline and http("GET", "/health", worker=worker)[0] != 503:
+        while time.time() < deadline and http("GET", "/health", worker=server)[0] != 503:
             time.sleep(0.05)
-        self.assertEqual(http("GET", "/health", worker=worker)[0], 503)
+        self.assertEqual(http("GET", "/health", worker=server)[0], 503)
         status, body = http("POST", "/v1/completions", {"prompt": "x", "max_tokens": 2},
-                            worker=worker)
+                            worker=server)
         self.assertEqual(status, 503)
         self.assertEqual(body["error"]["code"], "service_unavailable")
         for thread in threads:
             thread.join(60)
-        self.assertEqual(worker.process.wait(60), 0)
+        self.assertEqual(server.process.wait(60), 0)
+        if worker is not server:
+            self.assertEqual(worker.terminate(), 0)
 
 
 if __name__ == "__main__":

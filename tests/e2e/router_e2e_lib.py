@@ -42,7 +42,7 @@ class Router(kvserve_e2e.Worker):
     def _read_output(self):
         for line in self.process.stdout:
             self.output.append(line.rstrip("\n"))
-            match = re.match(r"kvserve-router (grpc|metrics)_port=(\d+)", line)
+            match = re.match(r"kvserve-router (grpc|metrics|http)_port=(\d+)", line)
             if match:
                 setattr(self, f"{match.group(1)}_port", int(match.group(2)))
             if line.startswith("kvserve-router ready"):
