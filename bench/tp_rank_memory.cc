@@ -68,8 +68,8 @@ absl::Status Run() {
     comm = *std::move(joined);
   }
   RunnerFactoryOptions options;
-  options.model = absl::GetFlag(FLAGS_model).empty() ? DefaultModelPath()
-                                                     : absl::GetFlag(FLAGS_model);
+  options.model =
+      absl::GetFlag(FLAGS_model).empty() ? DefaultModelPath() : absl::GetFlag(FLAGS_model);
   options.num_threads = 1;
   options.enforce_eager = true;
   options.tensor_parallel = {.rank = rank, .size = size, .comm = comm.get()};
@@ -128,12 +128,11 @@ absl::Status Run() {
   const int64_t kv_bytes = runner.KvBytesPerBlock(block_size) * num_blocks;
   std::printf(
       "rank %d of %d: weights %.1f MiB (%s, %d converted for the shard), KV pool %.1f MiB "
-      "(%d blocks of %d), RSS at start %.1f MiB, after load %.1f MiB, after %d prefill + %d decode tokens %.1f MiB "
-      "(file-backed %.1f, anonymous %.1f), peak %.1f MiB\n",
+      "(%d blocks of %d), RSS at start %.1f MiB, after load %.1f MiB, after %d prefill + %d "
+      "decode tokens %.1f MiB (file-backed %.1f, anonymous %.1f), peak %.1f MiB\n",
       rank, size, created->weight_bytes / 1048576.0, created->weight_types.c_str(),
       created->num_converted_for_shard, kv_bytes / 1048576.0, num_blocks, block_size, start_rss,
-      loaded_rss,
-      prompt, steps, StatusMiB("VmRSS"), StatusMiB("RssFile"), StatusMiB("RssAnon"),
+      loaded_rss, prompt, steps, StatusMiB("VmRSS"), StatusMiB("RssFile"), StatusMiB("RssAnon"),
       StatusMiB("VmHWM"));
   if (comm != nullptr) return comm->Barrier();
   return absl::OkStatus();

@@ -41,16 +41,15 @@ absl::Status DequantizeSlice(GgmlType type, const uint8_t* data, uint64_t num_by
         absl::StrCat("cannot dequantize tensor type ", GgmlTypeName(type)));
   }
   if (slice.rows < 0 || slice.cols < 0 || slice.cols % block_elements != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("rows of ", slice.cols, " elements of ",
-                                                   GgmlTypeName(type), " are not a whole number of ",
-                                                   block_elements, "-element blocks"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rows of ", slice.cols, " elements of ", GgmlTypeName(type),
+                     " are not a whole number of ", block_elements, "-element blocks"));
   }
   const int64_t row_bytes = slice.cols / block_elements * block_bytes;
   if (num_bytes != static_cast<uint64_t>(slice.rows) * static_cast<uint64_t>(row_bytes)) {
-    return absl::InvalidArgumentError(absl::StrCat("[", slice.rows, ", ", slice.cols, "] of ",
-                                                   GgmlTypeName(type), " takes ",
-                                                   slice.rows * row_bytes, " bytes, got ",
-                                                   num_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("[", slice.rows, ", ", slice.cols, "] of ", GgmlTypeName(type), " takes ",
+                     slice.rows * row_bytes, " bytes, got ", num_bytes));
   }
   if (slice.row_begin < 0 || slice.num_rows < 0 || slice.row_begin + slice.num_rows > slice.rows ||
       slice.col_begin < 0 || slice.num_cols < 0 || slice.col_begin + slice.num_cols > slice.cols) {

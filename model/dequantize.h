@@ -57,7 +57,7 @@ struct DequantizeJob {
   GgmlType type;
   const uint8_t* data;  // [num_bytes]
   uint64_t num_bytes;
-  int64_t num_elements;  // of the whole tensor
+  int64_t num_elements;     // of the whole tensor
   std::vector<float>* out;  // resized to num_elements, or to slice->num_elements()
   std::optional<TensorSlice> slice = std::nullopt;  // decode only this part; nullopt: all
 };

@@ -70,14 +70,14 @@ class JobList {
       const int64_t block_elements = kernels::GetDTypeInfo(*dtype).block_elements;
       if (part.cols % block_elements == 0 && part.whole_rows()) {
         const int64_t row_bytes = kernels::RowBytes(*dtype, part.cols);
-        weights_->stored[slot.name] = StoredMatrix{
-            *dtype, info->data + part.row_begin * row_bytes, part.num_rows * row_bytes};
+        weights_->stored[slot.name] = StoredMatrix{*dtype, info->data + part.row_begin * row_bytes,
+                                                   part.num_rows * row_bytes};
         return absl::OkStatus();
       }
       if (part.cols % block_elements == 0 && part.OnBlockBoundaries(block_elements)) {
         gathered_.push_back(GatherSliceBytes(info->data, *dtype, part));
-        weights_->stored[slot.name] = StoredMatrix{
-            *dtype, gathered_.back().data(), static_cast<int64_t>(gathered_.back().size())};
+        weights_->stored[slot.name] = StoredMatrix{*dtype, gathered_.back().data(),
+                                                   static_cast<int64_t>(gathered_.back().size())};
         file_.DropPages(info->data, info->num_bytes);  // only the gathered copy is used
         return absl::OkStatus();
       }
@@ -85,9 +85,8 @@ class JobList {
       to_drop_.push_back(info);
     }
     total_floats_ += part.num_elements();
-    jobs_.push_back({slot.gguf_name, info->type, info->data, info->num_bytes,
-                     info->num_elements(), slot.out,
-                     part.whole() ? std::nullopt : std::optional<TensorSlice>(part)});
+    jobs_.push_back({slot.gguf_name, info->type, info->data, info->num_bytes, info->num_elements(),
+                     slot.out, part.whole() ? std::nullopt : std::optional<TensorSlice>(part)});
     return absl::OkStatus();
   }
 

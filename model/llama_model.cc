@@ -57,8 +57,7 @@ struct MetadataLayout {
 
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const DeviceWeights* weights,
                                                                const ForwardLimits& limits,
-                                                               int32_t block_size,
-                                                               KvDtype kv_dtype,
+                                                               int32_t block_size, KvDtype kv_dtype,
                                                                Communicator* comm) {
   if (weights == nullptr) return absl::InvalidArgumentError("LlamaModel: weights must be non-null");
   const TensorShard& shard = weights->shard();
@@ -66,9 +65,9 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const DeviceWeigh
                       : comm->size() != shard.size || comm->rank() != shard.rank) {
     return absl::InvalidArgumentError(absl::StrCat(
         "LlamaModel: the weights are tensor-parallel rank ", shard.rank, " of ", shard.size,
-        comm == nullptr ? ", and no communicator was given"
-                        : absl::StrCat(", the communicator is rank ", comm->rank(), " of ",
-                                       comm->size())));
+        comm == nullptr
+            ? ", and no communicator was given"
+            : absl::StrCat(", the communicator is rank ", comm->rank(), " of ", comm->size())));
   }
   if (absl::Status status = ValidateBlockSize(block_size); !status.ok()) return status;
   if (absl::StatusOr<kernels::DType> dtype = KvKernelDType(kv_dtype); !dtype.ok()) {
@@ -84,8 +83,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const DeviceWeigh
         ", max_num_seqs ", resolved.max_num_seqs, ", max_context_len ", resolved.max_context_len,
         ", max_logit_rows ", resolved.max_logit_rows, ")"));
   }
-  std::unique_ptr<LlamaModel> model(
-      new LlamaModel(weights, resolved, block_size, kv_dtype, comm));
+  std::unique_ptr<LlamaModel> model(new LlamaModel(weights, resolved, block_size, kv_dtype, comm));
   if (absl::Status status = model->AllocateRunState(); !status.ok()) return status;
   return model;
 }
@@ -124,17 +122,12 @@ absl::Status LlamaModel::AllocateRunState() {
     int64_t floats;
   };
   RunState& s = state_;
-  for (const FloatBuffer& b : {FloatBuffer{&s.residual, T * c.hidden_size},
-                               FloatBuffer{&s.normed, T * c.hidden_size},
-                               FloatBuffer{&s.delta, T * c.hidden_size},
-                               FloatBuffer{&s.q, T * q_dim},
-                               FloatBuffer{&s.k, T * kv_dim},
-                               FloatBuffer{&s.v, T * kv_dim},
-                               FloatBuffer{&s.attn, T * q_dim},
-                               FloatBuffer{&s.gate, T * ffn},
-                               FloatBuffer{&s.up, T * ffn},
-                               FloatBuffer{&s.last, R * c.hidden_size},
-                               FloatBuffer{&s.logits, R * c.vocab_size}}) {
+  for (const FloatBuffer& b :
+       {FloatBuffer{&s.residual, T * c.hidden_size}, FloatBuffer{&s.normed, T * c.hidden_size},
+        FloatBuffer{&s.delta, T * c.hidden_size}, FloatBuffer{&s.q, T * q_dim},
+        FloatBuffer{&s.k, T * kv_dim}, FloatBuffer{&s.v, T * kv_dim},
+        FloatBuffer{&s.attn, T * q_dim}, FloatBuffer{&s.gate, T * ffn}, FloatBuffer{&s.up, T * ffn},
+        FloatBuffer{&s.last, R * c.hidden_size}, FloatBuffer{&s.logits, R * c.vocab_size}}) {
     absl::StatusOr<void*> data = allocate(b.floats * int64_t{sizeof(float)}, "activations");
     if (!data.ok()) return data.status();
     *b.field = static_cast<float*>(*data);
@@ -348,8 +341,8 @@ void LlamaModel::Mlp(int32_t num_tokens, const DeviceLayer& layer) {
 // bias on these layers (one would be added on rank 0 only, before the sum).
 void LlamaModel::AllReduce(float* delta, int32_t num_tokens) {
   if (comm_ == nullptr || weights_->shard().size == 1 || !comm_status_.ok()) return;
-  comm_status_ = comm_->AllReduceSum(delta, int64_t{num_tokens} * config().hidden_size,
-                                     kernels::DType::kF32);
+  comm_status_ =
+      comm_->AllReduceSum(delta, int64_t{num_tokens} * config().hidden_size, kernels::DType::kF32);
 }
 
 void LlamaModel::Compute(const StepShape& shape, KvPool& kv) {

@@ -5,18 +5,16 @@
 
 namespace kvserve {
 
-absl::StatusOr<TensorShard> MakeTensorShard(const ModelConfig& config, int32_t rank,
-                                            int32_t size) {
+absl::StatusOr<TensorShard> MakeTensorShard(const ModelConfig& config, int32_t rank, int32_t size) {
   if (size < 1 || rank < 0 || rank >= size) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor-parallel rank ", rank, " of size ",
-                                                   size, ": want size >= 1 and 0 <= rank < size"));
+    return absl::InvalidArgumentError(absl::StrCat("tensor-parallel rank ", rank, " of size ", size,
+                                                   ": want size >= 1 and 0 <= rank < size"));
   }
   const int32_t heads = config.num_heads;
   const int32_t kv_heads = config.num_kv_heads;
   if (heads % size != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("num_heads = ", heads,
-                                                   " is not divisible by tensor_parallel_size = ",
-                                                   size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_heads = ", heads, " is not divisible by tensor_parallel_size = ", size));
   }
   if (kv_heads >= size ? kv_heads % size != 0 : size % kv_heads != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -24,10 +22,9 @@ absl::StatusOr<TensorShard> MakeTensorShard(const ModelConfig& config, int32_t r
         "tensor_parallel_size = ", size, " (want one a multiple of the other)"));
   }
   if (config.intermediate_size % size != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("intermediate_size = ",
-                                                   config.intermediate_size,
-                                                   " is not divisible by tensor_parallel_size = ",
-                                                   size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("intermediate_size = ", config.intermediate_size,
+                     " is not divisible by tensor_parallel_size = ", size));
   }
   TensorShard shard;
   shard.rank = rank;

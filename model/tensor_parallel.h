@@ -39,9 +39,9 @@ struct TensorShard {
   int32_t rank = 0;
   int32_t size = 1;
   int32_t head_dim = 0;
-  int32_t num_heads = 0;          // local query heads
+  int32_t num_heads = 0;  // local query heads
   int32_t first_head = 0;
-  int32_t num_kv_heads = 0;       // local KV heads (1 when replicated)
+  int32_t num_kv_heads = 0;  // local KV heads (1 when replicated)
   int32_t first_kv_head = 0;
   int32_t intermediate_size = 0;  // local MLP width
   int32_t first_intermediate = 0;
@@ -57,8 +57,7 @@ struct TensorShard {
 // when size < 1, rank is outside [0, size), num_heads % size != 0, the KV heads can be neither
 // split (num_kv_heads % size) nor replicated (size % num_kv_heads), or
 // intermediate_size % size != 0. REQUIRES: config.Validate().ok().
-absl::StatusOr<TensorShard> MakeTensorShard(const ModelConfig& config, int32_t rank,
-                                            int32_t size);
+absl::StatusOr<TensorShard> MakeTensorShard(const ModelConfig& config, int32_t rank, int32_t size);
 
 // The whole model as one rank holds it (rank 0 of 1).
 TensorShard FullShard(const ModelConfig& config);

@@ -9,7 +9,8 @@ namespace kvserve {
 std::string TensorSlice::ToString() const {
   const std::string shape = absl::StrCat("[", rows, ", ", cols, "]");
   if (whole()) return absl::StrCat("all of ", shape);
-  if (whole_rows()) return absl::StrCat("rows [", row_begin, ", ", row_begin + num_rows, ") of ", shape);
+  if (whole_rows())
+    return absl::StrCat("rows [", row_begin, ", ", row_begin + num_rows, ") of ", shape);
   return absl::StrCat("rows [", row_begin, ", ", row_begin + num_rows, ") columns [", col_begin,
                       ", ", col_begin + num_cols, ") of ", shape);
 }

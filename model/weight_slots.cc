@@ -62,8 +62,8 @@ std::vector<WeightSlot> WeightSlots(ModelWeights* weights) {
     const std::string hf = absl::StrCat("model.layers.", i, ".");
     auto add = [&](Kind kind, const char* field, const char* gguf_suffix, const char* hf_suffix,
                    std::vector<int64_t> shape, TensorSlice slice, std::vector<float>* out) {
-      slots.push_back({kind, name + field, gguf + gguf_suffix, hf + hf_suffix, std::move(shape),
-                       slice, out});
+      slots.push_back(
+          {kind, name + field, gguf + gguf_suffix, hf + hf_suffix, std::move(shape), slice, out});
     };
     add(Kind::kNorm, "attn_norm", "attn_norm.weight", "input_layernorm.weight", {hidden},
         whole({hidden}), &l.attn_norm);
@@ -74,8 +74,8 @@ std::vector<WeightSlot> WeightSlots(ModelWeights* weights) {
     add(Kind::kMatrix, "wv", "attn_v.weight", "self_attn.v_proj.weight", {kv_dim, hidden},
         rows(kv_dim, hidden, kv), &l.wv);
     if (c.attention_bias) {
-      add(Kind::kBias, "bq", "attn_q.bias", "self_attn.q_proj.bias", {q_dim},
-          columns(1, q_dim, q), &l.bq);
+      add(Kind::kBias, "bq", "attn_q.bias", "self_attn.q_proj.bias", {q_dim}, columns(1, q_dim, q),
+          &l.bq);
       add(Kind::kBias, "bk", "attn_k.bias", "self_attn.k_proj.bias", {kv_dim},
           columns(1, kv_dim, kv), &l.bk);
       add(Kind::kBias, "bv", "attn_v.bias", "self_attn.v_proj.bias", {kv_dim},

@@ -25,7 +25,7 @@ struct WeightSlot {
   // The part this rank holds ([1, n] for a vector): rows of column-parallel matrices, columns of
   // row-parallel ones and of column-parallel biases, the whole of anything replicated.
   TensorSlice slice;
-  std::vector<float>* out;     // the field to fill (with the slice); not resized here
+  std::vector<float>* out;  // the field to fill (with the slice); not resized here
 
   // The shape of the slice: [num_rows, num_cols] for a matrix, [num_cols] otherwise.
   std::vector<int64_t> local_shape() const;

@@ -76,10 +76,9 @@ absl::StatusOr<ModelWeights> LoadWeights(const std::string& spec, const LoadOpti
   if (path.extension() == ".gguf") {
     absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(spec);
     if (!file.ok()) return file.status();
-    absl::StatusOr<ModelWeights> weights =
-        WeightsFromGguf(**file, {.keep_stored_types = options.keep_stored_types,
-                                 .tp_rank = tp_rank,
-                                 .tp_size = tp_size});
+    absl::StatusOr<ModelWeights> weights = WeightsFromGguf(
+        **file,
+        {.keep_stored_types = options.keep_stored_types, .tp_rank = tp_rank, .tp_size = tp_size});
     if (!weights.ok()) {
       return absl::Status(weights.status().code(),
                           absl::StrCat(spec, ": ", weights.status().message()));

@@ -70,9 +70,8 @@ absl::Status LlamaModelRunner::CreateModel(const RunnerConfig& config) {
     }
     model_.reset();
   }
-  absl::StatusOr<std::unique_ptr<LlamaModel>> model =
-      LlamaModel::Create(weights_.get(), limits, config.block_size, options_.kv_dtype,
-                         options_.comm);
+  absl::StatusOr<std::unique_ptr<LlamaModel>> model = LlamaModel::Create(
+      weights_.get(), limits, config.block_size, options_.kv_dtype, options_.comm);
   if (!model.ok()) return model.status();
   model_ = *std::move(model);
   return absl::OkStatus();

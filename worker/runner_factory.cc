@@ -42,8 +42,8 @@ absl::StatusOr<CreatedRunner> CreateLlamaRunner(const RunnerFactoryOptions& opti
     // kernels read them in place from the mapping, and decode reads a quarter of the bytes.
     const bool keep_stored = !on_gpu && options.dtype == "auto";
     absl::StatusOr<ModelWeights> host =  // dropped after the upload
-        LoadWeights(options.model, {.keep_stored_types = keep_stored,
-                                    .tensor_parallel = options.tensor_parallel});
+        LoadWeights(options.model,
+                    {.keep_stored_types = keep_stored, .tensor_parallel = options.tensor_parallel});
     if (!host.ok()) {
       return absl::Status(host.status().code(), absl::StrCat("model: ", host.status().message()));
     }

@@ -80,10 +80,8 @@ RankRun RunScript(int32_t rank, int32_t size, Communicator* comm) {
     run.status = weights.status();
     return run;
   }
-  const ForwardLimits limits{.max_num_tokens = 128,
-                             .max_num_seqs = 8,
-                             .max_context_len = 256,
-                             .max_logit_rows = 8};
+  const ForwardLimits limits{
+      .max_num_tokens = 128, .max_num_seqs = 8, .max_context_len = 256, .max_logit_rows = 8};
   auto model = LlamaModel::Create(weights->get(), limits, kBlockSize, KvDtype::kF32, comm);
   if (!model.ok()) {
     run.status = model.status();

@@ -64,8 +64,8 @@ TEST(TensorParallelTest, SplitsQueryHeadsKvHeadsAndTheMlp) {
 // With fewer KV heads than ranks each rank keeps one KV head: the one every one of its query
 // heads reads under the model's grouping (query head h reads KV head h / (heads / kv_heads)).
 TEST(TensorParallelTest, ReplicatesKvHeadsOverMoreRanksThanKvHeads) {
-  for (auto [heads, kv_heads, size] : {std::tuple{8, 4, 8}, std::tuple{8, 2, 4},
-                                       std::tuple{8, 1, 8}, std::tuple{9, 3, 9}}) {
+  for (auto [heads, kv_heads, size] :
+       {std::tuple{8, 4, 8}, std::tuple{8, 2, 4}, std::tuple{8, 1, 8}, std::tuple{9, 3, 9}}) {
     const ModelConfig c = Heads(heads, kv_heads, 72);
     for (int32_t rank = 0; rank < size; ++rank) {
       absl::StatusOr<TensorShard> shard = MakeTensorShard(c, rank, size);
@@ -86,8 +86,9 @@ TEST(TensorParallelTest, ModelsThatCannotBeSplitNameTheNumbers) {
   // 12 heads split over 6 ranks, but 4 KV heads neither split over 6 nor replicate onto them.
   s = MakeTensorShard(Heads(12, 4), 0, 6).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(Contains(s, "num_kv_heads = 4 can be neither split across nor replicated over "
-                          "tensor_parallel_size = 6"))
+  EXPECT_TRUE(Contains(s,
+                       "num_kv_heads = 4 can be neither split across nor replicated over "
+                       "tensor_parallel_size = 6"))
       << s;
   s = MakeTensorShard(Heads(8, 8), 0, 16).status();  // 8 heads cannot go to 16 ranks
   EXPECT_TRUE(Contains(s, "num_heads = 8")) << s;
@@ -164,11 +165,9 @@ void ExpectShardOf(const ModelWeights& full, const ModelWeights& shard, int32_t 
     EXPECT_EQ(b.ffn_norm, a.ffn_norm);
     EXPECT_EQ(shard_of("wq", b.wq), Rows(full_of("wq", a.wq), hidden, s.first_q_row(), s.q_dim()))
         << p << "wq";
-    EXPECT_EQ(shard_of("wk", b.wk),
-              Rows(full_of("wk", a.wk), hidden, s.first_kv_row(), s.kv_dim()))
+    EXPECT_EQ(shard_of("wk", b.wk), Rows(full_of("wk", a.wk), hidden, s.first_kv_row(), s.kv_dim()))
         << p << "wk";
-    EXPECT_EQ(shard_of("wv", b.wv),
-              Rows(full_of("wv", a.wv), hidden, s.first_kv_row(), s.kv_dim()))
+    EXPECT_EQ(shard_of("wv", b.wv), Rows(full_of("wv", a.wv), hidden, s.first_kv_row(), s.kv_dim()))
         << p << "wv";
     if (c.attention_bias) {
       EXPECT_EQ(b.bq, Rows(a.bq, 1, s.first_q_row(), s.q_dim())) << p << "bq";
@@ -177,8 +176,8 @@ void ExpectShardOf(const ModelWeights& full, const ModelWeights& shard, int32_t 
     }
     EXPECT_EQ(shard_of("wo", b.wo), Columns(full_of("wo", a.wo), q_dim, s.first_q_row(), s.q_dim()))
         << p << "wo";
-    EXPECT_EQ(shard_of("w_gate", b.w_gate), Rows(full_of("w_gate", a.w_gate), hidden,
-                                                 s.first_intermediate, s.intermediate_size))
+    EXPECT_EQ(shard_of("w_gate", b.w_gate),
+              Rows(full_of("w_gate", a.w_gate), hidden, s.first_intermediate, s.intermediate_size))
         << p << "w_gate";
     EXPECT_EQ(shard_of("w_up", b.w_up),
               Rows(full_of("w_up", a.w_up), hidden, s.first_intermediate, s.intermediate_size))

@@ -59,8 +59,7 @@ std::vector<std::vector<EngineRequest>> Phases() {
     return r;
   };
   return {{request("first", 9)},
-          {request("a", 3), request("b", 60), request("c", 17), request("d", 41),
-           request("e", 1)}};
+          {request("a", 3), request("b", 60), request("c", 17), request("d", 41), request("e", 1)}};
 }
 
 const PhasedRun& Unsharded() {
@@ -93,11 +92,12 @@ TEST_P(TensorParallelEngineTest, GreedyOutputsEqualTheUnshardedModel) {
   EXPECT_EQ(got.stats.num_preemptions, want.stats.num_preemptions);
   EXPECT_EQ(got.stats.prefix_hit_tokens, want.stats.prefix_hit_tokens);
   EXPECT_EQ(got.num_mixed_steps, want.num_mixed_steps);
-  std::printf("TP=%d: %lld steps, %lld preemptions, %lld prefix-hit tokens, %d steps mixing a "
-              "prefill chunk with decodes\n",
-              GetParam(), static_cast<long long>(got.stats.num_steps),
-              static_cast<long long>(got.stats.num_preemptions),
-              static_cast<long long>(got.stats.prefix_hit_tokens), got.num_mixed_steps);
+  std::printf(
+      "TP=%d: %lld steps, %lld preemptions, %lld prefix-hit tokens, %d steps mixing a "
+      "prefill chunk with decodes\n",
+      GetParam(), static_cast<long long>(got.stats.num_steps),
+      static_cast<long long>(got.stats.num_preemptions),
+      static_cast<long long>(got.stats.prefix_hit_tokens), got.num_mixed_steps);
   for (const auto& [id, result] : want.results) {
     ASSERT_TRUE(got.results.contains(id)) << id;
     const auto& choice = got.results.at(id).choices;
@@ -123,11 +123,12 @@ TEST(TensorParallelRunnerTest, EveryRankHoldsItsKvHeadsInTheSameNumberOfBlocks) 
   ASSERT_TRUE(unsharded.ok());
   // 4 KV heads over 8 ranks: each rank keeps one, a quarter of the whole model's KV bytes.
   EXPECT_EQ((*group)->KvBytesPerBlock(8) * 4, (*unsharded)->KvBytesPerBlock(8));
-  ASSERT_TRUE((*group)->Initialize({.block_size = 8,
-                                    .num_blocks = 17,
-                                    .max_num_batched_tokens = 32,
-                                    .max_num_seqs = 4,
-                                    .max_context_len = 128})
+  ASSERT_TRUE((*group)
+                  ->Initialize({.block_size = 8,
+                                .num_blocks = 17,
+                                .max_num_batched_tokens = 32,
+                                .max_num_seqs = 4,
+                                .max_context_len = 128})
                   .ok());
   for (int32_t rank = 0; rank < 8; ++rank) {
     EXPECT_EQ((*group)->rank(rank).model()->kv_layout().num_kv_heads_local, 1);

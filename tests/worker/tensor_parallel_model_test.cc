@@ -40,7 +40,8 @@ class TensorParallelModelTest : public ::testing::Test {
  protected:
   void SetUp() override {
     path_ = DefaultModelPath();
-    if (!std::filesystem::exists(path_)) GTEST_SKIP() << path_ << " is missing: run scripts/setup.sh";
+    if (!std::filesystem::exists(path_))
+      GTEST_SKIP() << path_ << " is missing: run scripts/setup.sh";
     auto gguf = GgufFile::Open(path_);
     ASSERT_TRUE(gguf.ok()) << gguf.status();
     auto tokenizer = Tokenizer::FromGguf(**gguf);
@@ -50,9 +51,9 @@ class TensorParallelModelTest : public ::testing::Test {
 
   std::vector<EngineRequest> Requests(int32_t max_tokens) const {
     std::vector<EngineRequest> requests;
-    for (const char* text : {"The capital of France is", "def fibonacci(n):",
-                             "Once upon a time, in a small village,",
-                             "The three primary colors are"}) {
+    for (const char* text :
+         {"The capital of France is", "def fibonacci(n):", "Once upon a time, in a small village,",
+          "The three primary colors are"}) {
       EngineRequest request =
           MakeRequest(text, tokenizer_->Encode(text, /*add_bos=*/false), max_tokens);
       request.sampling.logprobs = 0;  // the chosen token's logprob
@@ -81,8 +82,8 @@ class TensorParallelModelTest : public ::testing::Test {
     auto whole = LlamaModelRunner::Create(*std::move(weights), {.enforce_eager = true});
     ASSERT_TRUE(whole.ok()) << whole.status();
     *whole_run = testing::RunPhases(*std::move(whole), Options(), {Requests(max_tokens)});
-    auto group = testing::ThreadedGroupRunner::Create(path_, 3, /*threads_per_rank=*/1,
-                                                      keep_stored);
+    auto group =
+        testing::ThreadedGroupRunner::Create(path_, 3, /*threads_per_rank=*/1, keep_stored);
     ASSERT_TRUE(group.ok()) << group.status();
     *group_run = testing::RunPhases(*std::move(group), Options(), {Requests(max_tokens)});
   }
@@ -99,9 +100,9 @@ TEST_F(TensorParallelModelTest, Fp32WeightsAtTp3GiveTheSameGreedyTokens) {
     const auto& w = want.results.at(request.request_id).choices.at(0);
     const auto& g = got.results.at(request.request_id).choices.at(0);
     EXPECT_EQ(w.tokens.size(), 32u) << request.request_id;
-    EXPECT_EQ(g.tokens, w.tokens) << request.request_id << "\n  TP=1: "
-                                  << tokenizer_->Decode(w.tokens) << "\n  TP=3: "
-                                  << tokenizer_->Decode(g.tokens);
+    EXPECT_EQ(g.tokens, w.tokens) << request.request_id
+                                  << "\n  TP=1: " << tokenizer_->Decode(w.tokens)
+                                  << "\n  TP=3: " << tokenizer_->Decode(g.tokens);
     for (size_t i = 0; i < std::min(w.logprobs.size(), g.logprobs.size()); ++i) {
       max_logprob_diff = std::max<double>(
           max_logprob_diff, std::fabs(g.logprobs[i].chosen.logprob - w.logprobs[i].chosen.logprob));

@@ -46,14 +46,15 @@ class ThreadedGroupRunner final : public ModelRunner {
     std::vector<absl::Status> status(size);
     RunRanks(size, [&](int rank) {
       absl::StatusOr<ModelWeights> host = LoadWeights(
-          spec, {.keep_stored_types = keep_stored, .tensor_parallel = {.rank = rank, .size = size}});
+          spec,
+          {.keep_stored_types = keep_stored, .tensor_parallel = {.rank = rank, .size = size}});
       if (!host.ok()) {
         status[rank] = host.status();
         return;
       }
-      auto weights = DeviceWeights::Upload(
-          *host, std::make_shared<kernels::cpu::CpuBackend>(threads_per_rank),
-          kernels::DType::kF32);
+      auto weights =
+          DeviceWeights::Upload(*host, std::make_shared<kernels::cpu::CpuBackend>(threads_per_rank),
+                                kernels::DType::kF32);
       if (!weights.ok()) {
         status[rank] = weights.status();
         return;
