@@ -3,12 +3,15 @@
 // a thread with its own CPU backend (1 thread) and a Gloo communicator, on a script of steps
 // mixing prefills, a prefill chunked over three steps, and decodes, then greedy decoding of 64
 // tokens per sequence. Every step's logits equal TP = 1's within 1e-4 relative; the greedy
-// tokens are identical; every rank ends each step with the same logits.
+// tokens are identical; every rank ends each step with the same logits. Also "tiny-qwen2" at
+// TP = 2 and 4: Q/K/V biases split with their rows, tied embeddings, 2 KV heads replicated at 4.
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -33,10 +36,7 @@ constexpr int32_t kNumBlocks = 96;
 constexpr int32_t kGeneratedTokens = 64;
 constexpr uint64_t kSeed = 11;
 
-const ModelConfig& Config() {
-  static const ModelConfig config = *SyntheticConfig("tiny-tp");
-  return config;
-}
+ModelConfig Config(const std::string& preset) { return *SyntheticConfig(preset); }
 
 // What one rank saw: the logits of every step, and the generated tokens of every sequence.
 struct RankRun {
@@ -54,9 +54,9 @@ struct ScriptSequence {
   int32_t chunk;
 };
 
-std::vector<ScriptSequence> Script() {
+std::vector<ScriptSequence> Script(const ModelConfig& config) {
   std::mt19937 rng(kSeed);
-  std::uniform_int_distribution<int32_t> token(3, Config().vocab_size - 1);
+  std::uniform_int_distribution<int32_t> token(3, config.vocab_size - 1);
   auto prompt = [&](int32_t n) {
     std::vector<int32_t> tokens(n);
     for (int32_t& t : tokens) t = token(rng);
@@ -71,9 +71,10 @@ std::vector<ScriptSequence> Script() {
 // Runs the script on rank `rank` of a group of `size` (comm null when size is 1). Each step,
 // every sequence that has work computes it; sequences whose prompt is complete get logits for
 // their last token, and rank 0's argmax of them (broadcast to every rank) is the next token.
-RankRun RunScript(int32_t rank, int32_t size, Communicator* comm) {
+RankRun RunScript(const std::string& preset, int32_t rank, int32_t size, Communicator* comm) {
   RankRun run;
-  const ModelWeights host = MakeSyntheticWeights(Config(), kSeed, rank, size);
+  const ModelConfig config = Config(preset);
+  const ModelWeights host = MakeSyntheticWeights(config, kSeed, rank, size);
   auto weights = DeviceWeights::Upload(host, std::make_shared<kernels::cpu::CpuBackend>(1),
                                        kernels::DType::kF32);
   if (!weights.ok()) {
@@ -93,7 +94,7 @@ RankRun RunScript(int32_t rank, int32_t size, Communicator* comm) {
     return run;
   }
   run.kv_heads_local = (*pool)->layout().num_kv_heads_local;
-  const std::vector<ScriptSequence> script = Script();
+  const std::vector<ScriptSequence> script = Script(config);
   std::vector<PagedSequence> seqs(script.size());
   run.generated.resize(script.size());
   ShuffledBlocks blocks(kNumBlocks, /*seed=*/5);  // the same ids on every rank
@@ -129,7 +130,7 @@ RankRun RunScript(int32_t rank, int32_t size, Communicator* comm) {
       return run;
     }
     run.logits.emplace_back(logits->begin(), logits->end());
-    const int32_t vocab = Config().vocab_size;
+    const int32_t vocab = config.vocab_size;
     std::vector<int32_t> next(sampled.size());
     for (size_t r = 0; r < sampled.size(); ++r) {
       const float* row = logits->data() + r * vocab;
@@ -147,25 +148,31 @@ RankRun RunScript(int32_t rank, int32_t size, Communicator* comm) {
   return run;
 }
 
-const RankRun& Unsharded() {
-  static const RankRun* run = new RankRun(RunScript(0, 1, nullptr));
-  return *run;
+const RankRun& Unsharded(const std::string& preset) {
+  static auto* runs = new std::map<std::string, RankRun>;
+  auto it = runs->find(preset);
+  if (it == runs->end()) it = runs->emplace(preset, RunScript(preset, 0, 1, nullptr)).first;
+  return it->second;
 }
 
-class TensorParallelForwardTest : public ::testing::TestWithParam<int32_t> {};
+// (preset, tensor-parallel size)
+class TensorParallelForwardTest
+    : public ::testing::TestWithParam<std::tuple<std::string, int32_t>> {};
 
 TEST_P(TensorParallelForwardTest, LogitsAndGreedyTokensEqualTheUnshardedModel) {
-  const int32_t size = GetParam();
-  const RankRun& want = Unsharded();
+  const auto& [preset, size] = GetParam();
+  const ModelConfig config = Config(preset);
+  const RankRun& want = Unsharded(preset);
   ASSERT_TRUE(want.status.ok()) << want.status;
   std::vector<std::unique_ptr<Communicator>> comms = testing::MakeGlooGroup(size);
   ASSERT_EQ(comms.size(), static_cast<size_t>(size));
   std::vector<RankRun> runs(size);
-  testing::RunRanks(size, [&](int rank) { runs[rank] = RunScript(rank, size, comms[rank].get()); });
+  testing::RunRanks(
+      size, [&](int rank) { runs[rank] = RunScript(preset, rank, size, comms[rank].get()); });
   for (int32_t rank = 0; rank < size; ++rank) {
     ASSERT_TRUE(runs[rank].status.ok()) << "rank " << rank << ": " << runs[rank].status;
     // Each rank's pool holds its KV heads only: split up to 4 ranks, one replicated at 8.
-    EXPECT_EQ(runs[rank].kv_heads_local, std::max(1, Config().num_kv_heads / size));
+    EXPECT_EQ(runs[rank].kv_heads_local, std::max(1, config.num_kv_heads / size));
   }
   const RankRun& got = runs[0];
   for (size_t i = 0; i < want.generated.size(); ++i) {
@@ -173,7 +180,7 @@ TEST_P(TensorParallelForwardTest, LogitsAndGreedyTokensEqualTheUnshardedModel) {
     EXPECT_EQ(got.generated[i], want.generated[i]) << "sequence " << i;
   }
   ASSERT_EQ(got.logits.size(), want.logits.size());
-  const size_t vocab = Config().vocab_size;
+  const size_t vocab = config.vocab_size;
   double max_error = 0.0;
   for (size_t step = 0; step < want.logits.size(); ++step) {
     ASSERT_EQ(got.logits[step].size(), want.logits[step].size()) << "step " << step;
@@ -190,14 +197,22 @@ TEST_P(TensorParallelForwardTest, LogitsAndGreedyTokensEqualTheUnshardedModel) {
       }
     }
   }
-  std::printf("TP=%d: %zu steps, max relative error of the logits vs TP=1: %.3g\n", size,
-              want.logits.size(), max_error);
+  std::printf("%s TP=%d: %zu steps, max relative error of the logits vs TP=1: %.3g\n",
+              preset.c_str(), size, want.logits.size(), max_error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Sizes, TensorParallelForwardTest, ::testing::Values(1, 2, 4, 8),
-                         [](const ::testing::TestParamInfo<int32_t>& info) {
-                           return "TP" + std::to_string(info.param);
-                         });
+// tiny-tp: 8 query heads, 4 KV heads, split up to 4 ranks and replicated at 8. tiny-qwen2: 4
+// query heads, 2 KV heads, Q/K/V biases (split with their rows), tied embeddings.
+INSTANTIATE_TEST_SUITE_P(
+    Sizes, TensorParallelForwardTest,
+    ::testing::Values(std::tuple{"tiny-tp", 1}, std::tuple{"tiny-tp", 2}, std::tuple{"tiny-tp", 4},
+                      std::tuple{"tiny-tp", 8}, std::tuple{"tiny-qwen2", 2},
+                      std::tuple{"tiny-qwen2", 4}),
+    [](const ::testing::TestParamInfo<std::tuple<std::string, int32_t>>& info) {
+      std::string name = std::get<0>(info.param) + "_TP" + std::to_string(std::get<1>(info.param));
+      std::replace(name.begin(), name.end(), '-', '_');
+      return name;
+    });
 
 }  // namespace
 }  // namespace kvserve
