@@ -23,7 +23,7 @@ set_tests_properties(gpu_model_test PROPERTIES SKIP_REGULAR_EXPRESSION "\\[  SKI
 # against the unsharded model: unit on a synthetic model, integration on the default one.
 kvserve_add_test(NAME tensor_parallel_engine_test
                  SOURCES ${CMAKE_CURRENT_LIST_DIR}/tensor_parallel_engine_test.cc
-                 LIBS kvserve_engine kvserve_comm LABELS unit)
+                 LIBS kvserve_engine kvserve_comm nlohmann_json::nlohmann_json LABELS unit)
 kvserve_add_test(NAME tensor_parallel_model_test
                  SOURCES ${CMAKE_CURRENT_LIST_DIR}/tensor_parallel_model_test.cc
                  LIBS kvserve_engine kvserve_comm LABELS integration TIMEOUT 900)

@@ -9,16 +9,20 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/weights_loader.h"
+#include "tests/model/gguf_test_writer.h"
 #include "tests/model/llama_model_test_util.h"
+#include "tests/model/safetensors_test_writer.h"
 #include "tests/worker/engine_test_util.h"
 #include "tests/worker/threaded_group_runner.h"
 #include "worker/engine_core.h"
 #include "worker/llama_model_runner.h"
+#include "worker/runner_factory.h"
 
 namespace kvserve {
 namespace {
@@ -132,6 +136,35 @@ TEST(TensorParallelRunnerTest, EveryRankHoldsItsKvHeadsInTheSameNumberOfBlocks) 
                   .ok());
   for (int32_t rank = 0; rank < 8; ++rank) {
     EXPECT_EQ((*group)->rank(rank).model()->kv_layout().num_kv_heads_local, 1);
+  }
+}
+
+// The runner factory loads a rank's shard; a block-quantized matrix whose column slice is off its
+// block boundaries (Q4_K o_proj and down_proj, 512 columns over 4 ranks) is converted and said.
+TEST(TensorParallelRunnerTest, FactoryConvertsColumnSlicesOffBlockBoundaries) {
+  testing::TempDir dir("tensor_parallel_engine_test");
+  const std::string path = (dir.path() / "q.gguf").string();
+  testing::WriteFile(path, testing::QuantizedModelGguf());
+  for (auto [size, converted, types] :
+       {std::tuple{2, 0, "f32+f16x1+q4_kx2+q8_0x5"}, std::tuple{4, 2, "f32+f16x1+q8_0x5"}}) {
+    RunnerFactoryOptions options;
+    options.model = path;
+    options.num_threads = 1;
+    options.tensor_parallel = {.rank = size - 1, .size = size};
+    ::testing::internal::CaptureStderr();
+    absl::StatusOr<CreatedRunner> created = CreateLlamaRunner(options);
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(created.ok()) << created.status();
+    EXPECT_EQ(created->num_converted_for_shard, converted) << "TP=" << size;
+    EXPECT_EQ(created->weight_types, types) << "TP=" << size;
+    if (converted > 0) {
+      EXPECT_NE(log.find("tensor-parallel rank 3 of 4: 2 matrices (layers.0.wo, ...) have column "
+                         "slices off their block boundaries; converted to f32 at load"),
+                std::string::npos)
+          << log;
+    } else {
+      EXPECT_EQ(log, "");
+    }
   }
 }
 
