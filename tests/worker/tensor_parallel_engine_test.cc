@@ -139,6 +139,29 @@ TEST(TensorParallelRunnerTest, EveryRankHoldsItsKvHeadsInTheSameNumberOfBlocks) 
   }
 }
 
+// The KV budget is per rank: the same kv_memory_bytes holds 4 times as many blocks over the
+// group as over the whole model (4 KV heads; one per rank at TP = 8).
+TEST(TensorParallelRunnerTest, KvMemoryBudgetIsPerRank) {
+  EngineOptions options;
+  options.block_size = 8;
+  options.max_num_seqs = 4;
+  options.max_num_batched_tokens = 32;
+  options.max_context_len = 128;
+  absl::StatusOr<ModelWeights> whole = LoadWeights(kSpec);
+  ASSERT_TRUE(whole.ok());
+  auto unsharded = LlamaModelRunner::Create(testing::UploadToCpu(*whole), {.enforce_eager = true});
+  ASSERT_TRUE(unsharded.ok());
+  options.kv_memory_bytes = 100 * (*unsharded)->KvBytesPerBlock(8);
+  auto whole_core = EngineCore::Create(options, *std::move(unsharded), nullptr, nullptr);
+  ASSERT_TRUE(whole_core.ok()) << whole_core.status();
+  EXPECT_EQ((*whole_core)->num_kv_blocks(), 100);
+  auto group = testing::ThreadedGroupRunner::Create(kSpec, 8);
+  ASSERT_TRUE(group.ok()) << group.status();
+  auto group_core = EngineCore::Create(options, *std::move(group), nullptr, nullptr);
+  ASSERT_TRUE(group_core.ok()) << group_core.status();
+  EXPECT_EQ((*group_core)->num_kv_blocks(), 400);
+}
+
 // The runner factory loads a rank's shard; a block-quantized matrix whose column slice is off its
 // block boundaries (Q4_K o_proj and down_proj, 512 columns over 4 ranks) is converted and said.
 TEST(TensorParallelRunnerTest, FactoryConvertsColumnSlicesOffBlockBoundaries) {
