@@ -2,17 +2,21 @@
 // ranks (docs/architecture.md, "Tensor parallelism"). Implementations:
 //   - single rank (comm/single_communicator.h): every call is a no-op or a copy, so TP = 1 runs
 //     the same model code with no branch;
-//   - Gloo (CPU ranks, host buffers, TCP between processes or hosts);
-//   - NCCL (CUDA ranks, device buffers, on the backend's stream), built into the CUDA module.
+//   - Gloo (comm/gloo_communicator.h: CPU ranks, host buffers, TCP between processes or hosts);
+//   - NCCL (comm/nccl_communicator.h: CUDA ranks, device buffers, on the backend's stream),
+//     built into the CUDA module.
+// Both multi-rank factories take comm/comm_options.h's CommOptions and find the other ranks
+// through the leader's address alone (comm/rendezvous.h).
 //
 // Buffers live where the rank's Backend keeps its tensors (host memory for Gloo and the single
 // rank, device memory for NCCL). Every call is collective: every rank of the group makes the
 // same calls in the same order with the same sizes, or the group hangs until `timeout`.
 //
 // Errors: a collective that does not complete within the group's timeout returns
-// DEADLINE_EXCEEDED; a peer that is gone (its connection closed) returns UNAVAILABLE. After an
-// error the communicator is unusable (every later call returns the same error): the group
-// stops, as a failed engine does.
+// DEADLINE_EXCEEDED; a peer that is gone (its connection closed) returns UNAVAILABLE. After such
+// an error the communicator is unusable (every later call returns the same error): the group
+// stops, as a failed engine does. A bad argument (a dtype other than f32 / bf16, a root out of
+// range) is INVALID_ARGUMENT on the calling rank only and leaves the communicator usable.
 //
 // Thread-safety: one call at a time (the engine thread of the rank owns it).
 #ifndef KVSERVE_COMM_COMMUNICATOR_H_

@@ -33,6 +33,23 @@ std::unique_ptr<Backend> CreateBackend(std::string_view device, int num_threads,
     }
     index = static_cast<int>(value);
   }
+  void* module = OpenCudaModule(error);
+  if (module == nullptr) return nullptr;
+  using Factory = Backend* (*)(int, char*, size_t);
+  auto factory = reinterpret_cast<Factory>(dlsym(module, "KvserveCreateCudaBackend"));
+  if (factory == nullptr) {
+    *error = "libkvserve_cuda.so has no KvserveCreateCudaBackend";
+    return nullptr;
+  }
+  char message[512] = {0};
+  Backend* backend = factory(index, message, sizeof(message));
+  if (backend == nullptr) *error = message;
+  return std::unique_ptr<Backend>(backend);
+}
+
+void* OpenCudaModule(std::string* error) {
+  // The module stays loaded for the life of the process (the backend's code lives in it);
+  // dlopen counts references, so a second call returns the same handle.
   // The module: $KVSERVE_CUDA_MODULE, then beside the executable, then the build tree's copy,
   // then the loader's search path.
   std::vector<std::string> candidates;
@@ -50,29 +67,15 @@ std::unique_ptr<Backend> CreateBackend(std::string_view device, int num_threads,
   candidates.push_back(KVSERVE_CUDA_MODULE);
 #endif
   candidates.push_back("libkvserve_cuda.so");
-  void* module = nullptr;
   std::string dl_error = "not found";
   for (const std::string& candidate : candidates) {
-    module = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (module != nullptr) break;
+    void* module = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (module != nullptr) return module;
     if (const char* message = dlerror(); message != nullptr) dl_error = message;
   }
-  if (module == nullptr) {
-    *error = "the CUDA backend module libkvserve_cuda.so cannot be loaded (" + dl_error +
-             "; a build without CUDA, or the CUDA libraries are missing)";
-    return nullptr;
-  }
-  using Factory = Backend* (*)(int, char*, size_t);
-  auto factory = reinterpret_cast<Factory>(dlsym(module, "KvserveCreateCudaBackend"));
-  if (factory == nullptr) {
-    *error = "libkvserve_cuda.so has no KvserveCreateCudaBackend";
-    return nullptr;
-  }
-  char message[512] = {0};
-  Backend* backend = factory(index, message, sizeof(message));
-  if (backend == nullptr) *error = message;
-  // The module stays loaded for the life of the process (the backend's code lives in it).
-  return std::unique_ptr<Backend>(backend);
+  *error = "the CUDA backend module libkvserve_cuda.so cannot be loaded (" + dl_error +
+           "; a build without CUDA, or the CUDA libraries are missing)";
+  return nullptr;
 }
 
 }  // namespace kvserve::kernels

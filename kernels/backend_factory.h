@@ -24,6 +24,12 @@ std::unique_ptr<Backend> CreateBackend(std::string_view device, int num_threads,
 // True for "cuda" and "cuda:N" names (whether or not a device is present).
 bool IsCudaDevice(std::string_view device);
 
+// The CUDA module (libkvserve_cuda.so), dlopened once and kept for the life of the process,
+// for its other entry points (comm/nccl_communicator.h's NCCL factory): found through
+// $KVSERVE_CUDA_MODULE, beside the executable, in the build tree, then the loader's path.
+// nullptr with *error naming the cause when it cannot be loaded. Thread-safety: any thread.
+void* OpenCudaModule(std::string* error);
+
 }  // namespace kvserve::kernels
 
 #endif  // KVSERVE_KERNELS_BACKEND_FACTORY_H_

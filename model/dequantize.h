@@ -18,12 +18,14 @@
 #define KVSERVE_MODEL_DEQUANTIZE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "kernels/dtype.h"
 #include "model/gguf_file.h"
+#include "model/tensor_slice.h"
 
 namespace kvserve {
 
@@ -40,14 +42,24 @@ using kernels::HalfToFloat;
 absl::Status Dequantize(GgmlType type, const uint8_t* data, uint64_t num_bytes,
                         int64_t num_elements, float* out);
 
-// One tensor to decode into an owned vector (resized by DequantizeAll).
+// Decodes only `slice` of a stored [slice.rows, slice.cols] tensor into out [num_rows,
+// num_cols]: each row's part alone when it falls on block boundaries, otherwise the whole row
+// (a block cannot be decoded in part) and then its part. INVALID_ARGUMENT when the type is
+// unsupported, cols is not a whole number of blocks, num_bytes is not what the tensor takes, or
+// the slice is outside it. REQUIRES: out has room for slice.num_elements() floats.
+absl::Status DequantizeSlice(GgmlType type, const uint8_t* data, uint64_t num_bytes,
+                             const TensorSlice& slice, float* out);
+
+// One tensor (or the part of it a tensor-parallel rank holds) to decode into an owned vector
+// (resized by DequantizeAll).
 struct DequantizeJob {
   std::string name;  // for error messages
   GgmlType type;
   const uint8_t* data;  // [num_bytes]
   uint64_t num_bytes;
-  int64_t num_elements;
-  std::vector<float>* out;  // resized to num_elements
+  int64_t num_elements;     // of the whole tensor
+  std::vector<float>* out;  // resized to num_elements, or to slice->num_elements()
+  std::optional<TensorSlice> slice = std::nullopt;  // decode only this part; nullopt: all
 };
 
 // Runs every job, splitting them by size over `num_threads` threads (1: the calling thread only).

@@ -47,11 +47,14 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(
                                                    kernels::DTypeName(dtype)));
   }
   const ModelConfig& c = weights.config;
-  std::unique_ptr<DeviceWeights> out(new DeviceWeights(c, backend, dtype));
+  const TensorShard shard = *weights.shard();  // Validate checked it
+  std::unique_ptr<DeviceWeights> out(new DeviceWeights(c, shard, backend, dtype));
   kernels::Backend* device = backend.get();
-  const int64_t q_dim = int64_t{c.num_heads} * c.head_dim;
-  const int64_t kv_dim = int64_t{c.num_kv_heads} * c.head_dim;
+  const int64_t q_dim = shard.q_dim();
+  const int64_t kv_dim = shard.kv_dim();
+  const int64_t ffn = shard.intermediate_size;
   out->storage_ = weights.storage;
+  out->shard_storage_ = weights.shard_storage;
   auto matrix = [&](const std::string& name, const std::vector<float>& v, int64_t rows,
                     int64_t cols, WeightView* view) -> absl::Status {
     auto it = weights.stored.find(name);
@@ -86,9 +89,9 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(
           vector(src.bk, &dst.bk), vector(src.bv, &dst.bv),
           matrix(p + "wo", src.wo, c.hidden_size, q_dim, &dst.wo),
           vector(src.ffn_norm, &dst.ffn_norm),
-          matrix(p + "w_gate", src.w_gate, c.intermediate_size, c.hidden_size, &dst.w_gate),
-          matrix(p + "w_up", src.w_up, c.intermediate_size, c.hidden_size, &dst.w_up),
-          matrix(p + "w_down", src.w_down, c.hidden_size, c.intermediate_size, &dst.w_down)}) {
+          matrix(p + "w_gate", src.w_gate, ffn, c.hidden_size, &dst.w_gate),
+          matrix(p + "w_up", src.w_up, ffn, c.hidden_size, &dst.w_up),
+          matrix(p + "w_down", src.w_down, c.hidden_size, ffn, &dst.w_down)}) {
       if (!step.ok()) {
         s = step;
         break;

@@ -4,6 +4,8 @@
 // copied to the device; a matrix the reader kept as stored (GGUF blocks, ModelWeights::stored)
 // keeps its type and is used in place on a host-memory backend (the CPU: the file's mapping,
 // no copy) or copied as is elsewhere. After Upload the fp32 host copy may be dropped.
+// A tensor-parallel rank's weights hold its share only (shard(); model/tensor_parallel.h): the
+// head counts and the MLP width in the shapes below are the shard's.
 //
 // Thread-safety: immutable after Upload; may be shared read-only by several models on the same
 // backend.
@@ -21,6 +23,7 @@
 #include "kernels/kernels.h"
 #include "model/device_buffer.h"
 #include "model/model_weights.h"
+#include "model/tensor_parallel.h"
 
 namespace kvserve {
 
@@ -57,7 +60,8 @@ class DeviceWeights {
   static absl::StatusOr<std::unique_ptr<DeviceWeights>> Upload(
       const ModelWeights& weights, std::shared_ptr<kernels::Backend> backend, kernels::DType dtype);
 
-  const ModelConfig& config() const { return config_; }
+  const ModelConfig& config() const { return config_; }  // the whole model's
+  const TensorShard& shard() const { return shard_; }
   kernels::DType dtype() const { return dtype_; }
   kernels::Backend* backend() const { return backend_.get(); }
   const WeightView& embedding() const { return embedding_; }  // [vocab, hidden]
@@ -69,9 +73,9 @@ class DeviceWeights {
   int64_t bytes() const { return bytes_; }
 
  private:
-  DeviceWeights(const ModelConfig& config, std::shared_ptr<kernels::Backend> backend,
-                kernels::DType dtype)
-      : config_(config), backend_(std::move(backend)), dtype_(dtype) {}
+  DeviceWeights(const ModelConfig& config, const TensorShard& shard,
+                std::shared_ptr<kernels::Backend> backend, kernels::DType dtype)
+      : config_(config), shard_(shard), backend_(std::move(backend)), dtype_(dtype) {}
 
   // Copies `values` to the backend as fp32 (norms, biases); nullptr for an empty vector.
   absl::StatusOr<const float*> UploadVector(const std::vector<float>& values);
@@ -81,6 +85,7 @@ class DeviceWeights {
                                           int64_t cols, const StoredMatrix* stored);
 
   ModelConfig config_;
+  TensorShard shard_;
   std::shared_ptr<kernels::Backend> backend_;  // declared first: destroyed after buffers_
   kernels::DType dtype_;
   WeightView embedding_;
@@ -88,7 +93,8 @@ class DeviceWeights {
   std::vector<DeviceLayer> layers_;
   const float* final_norm_ = nullptr;
   std::vector<DeviceBuffer> buffers_;  // everything above points into these,
-  std::shared_ptr<const void> storage_;  // or into this (stored matrices used in place)
+  std::shared_ptr<const void> storage_;  // or into these (stored matrices used in place)
+  std::shared_ptr<const void> shard_storage_;
   int64_t bytes_ = 0;
 };
 

@@ -471,4 +471,8 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path
 
 GgufFile::~GgufFile() = default;
 
+void GgufFile::DropPages(const uint8_t* data, uint64_t bytes) const {
+  if (mapping_ != nullptr) mapping_->DropPages(reinterpret_cast<const char*>(data), bytes);
+}
+
 }  // namespace kvserve

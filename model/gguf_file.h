@@ -132,6 +132,11 @@ class GgufFile {
   const GgufTensorInfo* FindTensor(std::string_view name) const;  // nullptr if absent
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
 
+  // Gives back to the kernel the mapped pages wholly inside [data, data + bytes) (a tensor this
+  // process only needed while copying part of it): they leave its resident memory and are read
+  // from the file again if touched. Contents are unchanged. A no-op for Parse()d bytes.
+  void DropPages(const uint8_t* data, uint64_t bytes) const;
+
  private:
   GgufFile() = default;
   class Parser;

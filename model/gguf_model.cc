@@ -1,6 +1,7 @@
 #include "model/gguf_model.h"
 
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,38 +45,70 @@ std::string DimsString(const std::vector<int64_t>& dims) {
 // allocated for a file that does not match its config.
 class JobList {
  public:
-  explicit JobList(const GgufFile& file) : file_(file) {}
+  JobList(const GgufFile& file, ModelWeights* weights) : file_(file), weights_(weights) {}
 
-  // `dims` in ggml order (fastest first). A matrix of a type the kernels take is recorded in
-  // `stored` (when given) instead of being decoded.
-  absl::Status Add(const std::string& name, std::vector<int64_t> dims, std::vector<float>* out,
-                   const std::string& slot_name = "",
-                   absl::flat_hash_map<std::string, StoredMatrix>* stored = nullptr) {
-    const GgufTensorInfo* info = file_.FindTensor(name);
+  // Checks the slot's tensor (its whole stored shape), then reads the slot's part. With
+  // `keep_stored`, a matrix of a block or 16-bit type the kernels take stays as stored
+  // (weights->stored): a view into the file when the part is whole rows, a copy gathered row by
+  // row when it is a column slice on block boundaries; a column slice off block boundaries is
+  // decoded to fp32 instead (weights->decoded_for_shard). Everything else is decoded.
+  absl::Status Add(const WeightSlot& slot, bool keep_stored) {
+    const GgufTensorInfo* info = file_.FindTensor(slot.gguf_name);
     if (info == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("GGUF tensor '", name, "' is missing"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("GGUF tensor '", slot.gguf_name, "' is missing"));
     }
+    const std::vector<int64_t> dims(slot.shape.rbegin(), slot.shape.rend());  // ggml order
     if (info->dims != dims) {
-      return absl::InvalidArgumentError(absl::StrCat("GGUF tensor '", name, "' has dims ",
+      return absl::InvalidArgumentError(absl::StrCat("GGUF tensor '", slot.gguf_name, "' has dims ",
                                                      DimsString(info->dims), ", want ",
                                                      DimsString(dims), " (ggml order)"));
     }
+    const TensorSlice& part = slot.slice;
     const std::optional<kernels::DType> dtype = GgmlToDType(info->type);
-    if (stored != nullptr && dtype && *dtype != kernels::DType::kF32) {
-      (*stored)[slot_name] = StoredMatrix{*dtype, info->data, static_cast<int64_t>(info->num_bytes)};
-      return absl::OkStatus();
+    if (keep_stored && dtype && *dtype != kernels::DType::kF32) {
+      const int64_t block_elements = kernels::GetDTypeInfo(*dtype).block_elements;
+      if (part.cols % block_elements == 0 && part.whole_rows()) {
+        const int64_t row_bytes = kernels::RowBytes(*dtype, part.cols);
+        weights_->stored[slot.name] = StoredMatrix{*dtype, info->data + part.row_begin * row_bytes,
+                                                   part.num_rows * row_bytes};
+        return absl::OkStatus();
+      }
+      if (part.cols % block_elements == 0 && part.OnBlockBoundaries(block_elements)) {
+        gathered_.push_back(GatherSliceBytes(info->data, *dtype, part));
+        weights_->stored[slot.name] = StoredMatrix{*dtype, gathered_.back().data(),
+                                                   static_cast<int64_t>(gathered_.back().size())};
+        file_.DropPages(info->data, info->num_bytes);  // only the gathered copy is used
+        return absl::OkStatus();
+      }
+      weights_->decoded_for_shard.push_back(slot.name);
+      to_drop_.push_back(info);
     }
-    total_floats_ += info->num_elements();
-    jobs_.push_back({name, info->type, info->data, info->num_bytes, info->num_elements(), out});
+    total_floats_ += part.num_elements();
+    jobs_.push_back({slot.gguf_name, info->type, info->data, info->num_bytes, info->num_elements(),
+                     slot.out, part.whole() ? std::nullopt : std::optional<TensorSlice>(part)});
     return absl::OkStatus();
   }
 
   int64_t total_floats() const { return total_floats_; }
   const std::vector<DequantizeJob>& jobs() const { return jobs_; }
 
+  // After decoding: the file pages of matrices kept only as decoded copies leave this process.
+  // The gathered copies move to weights->shard_storage.
+  void Finish() {
+    for (const GgufTensorInfo* info : to_drop_) file_.DropPages(info->data, info->num_bytes);
+    if (!gathered_.empty()) {
+      weights_->shard_storage =
+          std::make_shared<std::vector<std::vector<uint8_t>>>(std::move(gathered_));
+    }
+  }
+
  private:
   const GgufFile& file_;
+  ModelWeights* weights_;
   std::vector<DequantizeJob> jobs_;
+  std::vector<std::vector<uint8_t>> gathered_;  // moving it keeps each copy's bytes in place
+  std::vector<const GgufTensorInfo*> to_drop_;
   int64_t total_floats_ = 0;
 };
 
@@ -181,23 +214,22 @@ absl::StatusOr<ModelWeights> WeightsFromGguf(const GgufFile& file, const GgufLoa
   if (!config.ok()) return config.status();
   ModelWeights weights;
   weights.config = *config;
+  weights.tp_rank = options.tp_rank;
+  weights.tp_size = options.tp_size;
+  if (absl::StatusOr<TensorShard> shard = weights.shard(); !shard.ok()) return shard.status();
   absl::Status s = CheckTensorCount(weights.config, file.tensors().size());
   if (!s.ok()) return s;
-  JobList jobs(file);
+  JobList jobs(file, &weights);
   for (const WeightSlot& slot : WeightSlots(&weights)) {
-    // ggml lists dims fastest first: the reverse of the row-major shape.
     const bool keep = options.keep_stored_types && slot.kind == WeightSlot::Kind::kMatrix;
-    if (s = jobs.Add(slot.gguf_name, {slot.shape.rbegin(), slot.shape.rend()}, slot.out,
-                     slot.name, keep ? &weights.stored : nullptr);
-        !s.ok()) {
-      return s;
-    }
+    if (s = jobs.Add(slot, keep); !s.ok()) return s;
   }
   if (options.max_total_floats >= 0 && jobs.total_floats() > options.max_total_floats) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "model has ", jobs.total_floats(), " weights, over the cap of ", options.max_total_floats));
   }
   if (s = DequantizeAll(jobs.jobs(), options.num_threads); !s.ok()) return s;
+  jobs.Finish();
   if (s = weights.Validate(); !s.ok()) return s;
   return weights;
 }

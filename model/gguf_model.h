@@ -28,10 +28,16 @@ struct GgufLoadOptions {
   // Leave every matrix that is not F32 in the file as it is stored (ModelWeights::stored, views
   // into `file`, which the caller keeps alive through ModelWeights::storage).
   bool keep_stored_types = false;
+  // Read only the share of rank tp_rank of a tensor-parallel group of tp_size
+  // (tensor_parallel.h): row slices stay views into the file, column slices are gathered row by
+  // row (or decoded to fp32 when they do not fall on block boundaries).
+  int32_t tp_rank = 0;
+  int32_t tp_size = 1;
 };
 
 // ConfigFromGguf, then every tensor checked against the config's shapes (a missing tensor or a
-// shape mismatch is INVALID_ARGUMENT naming the tensor) and dequantized to fp32.
+// shape mismatch is INVALID_ARGUMENT naming the tensor) and dequantized to fp32. A shard that
+// cannot be made (tensor_parallel.h) is INVALID_ARGUMENT naming the numbers.
 absl::StatusOr<ModelWeights> WeightsFromGguf(const GgufFile& file,
                                              const GgufLoadOptions& options = {});
 

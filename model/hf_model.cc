@@ -5,6 +5,7 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -236,6 +237,9 @@ absl::StatusOr<ModelWeights> LoadHfModel(const std::string& dir, const HfLoadOpt
   }
   ModelWeights weights;
   weights.config = *config;
+  weights.tp_rank = options.tp_rank;
+  weights.tp_size = options.tp_size;
+  if (absl::StatusOr<TensorShard> shard = weights.shard(); !shard.ok()) return shard.status();
   if (absl::Status s = CheckTensorCount(weights.config, tensors.size()); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat(dir, ": ", s.message()));
   }
@@ -252,8 +256,9 @@ absl::StatusOr<ModelWeights> LoadHfModel(const std::string& dir, const HfLoadOpt
           dir, ": tensor '", slot.hf_name, "' has shape [", absl::StrJoin(tensor.shape, ", "),
           "], want [", absl::StrJoin(slot.shape, ", "), "]"));
     }
-    jobs.push_back(
-        {slot.hf_name, tensor.type, tensor.data, tensor.num_bytes, tensor.num_elements, slot.out});
+    jobs.push_back({slot.hf_name, tensor.type, tensor.data, tensor.num_bytes, tensor.num_elements,
+                    slot.out,
+                    slot.slice.whole() ? std::nullopt : std::optional<TensorSlice>(slot.slice)});
   }
   if (absl::Status s = DequantizeAll(jobs, options.num_threads); !s.ok()) return s;
   if (absl::Status s = weights.Validate(); !s.ok()) return s;

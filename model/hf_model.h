@@ -6,6 +6,7 @@
 #ifndef KVSERVE_MODEL_HF_MODEL_H_
 #define KVSERVE_MODEL_HF_MODEL_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -22,6 +23,10 @@ absl::StatusOr<ModelConfig> ConfigFromHfJson(std::string_view json_text);
 
 struct HfLoadOptions {
   int num_threads = 2;  // conversion threads
+  // Read only the share of rank tp_rank of a tensor-parallel group of tp_size
+  // (tensor_parallel.h).
+  int32_t tp_rank = 0;
+  int32_t tp_size = 1;
 };
 
 // Reads `dir`/config.json and the safetensors weights. A missing tensor or a shape mismatch is

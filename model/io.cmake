@@ -12,6 +12,8 @@ add_library(kvserve_model_io STATIC
   ${CMAKE_CURRENT_LIST_DIR}/model_weights.cc
   ${CMAKE_CURRENT_LIST_DIR}/safetensors_file.cc
   ${CMAKE_CURRENT_LIST_DIR}/synthetic_weights.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tensor_parallel.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tensor_slice.cc
   ${CMAKE_CURRENT_LIST_DIR}/weight_slots.cc
   ${CMAKE_CURRENT_LIST_DIR}/weights_loader.cc
 )

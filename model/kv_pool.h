@@ -1,8 +1,9 @@
 // KvPool: the memory of the paged KV cache of one rank, in a backend's memory (host RAM for the
 // CPU backend, GPU memory for CUDA), stored as the layout's dtype (f32, bf16 or f16). For every
 // layer one K pool and one V pool, each [num_blocks, num_kv_heads, block_size, head_dim] as
-// kvcache/kv_layout.h describes. The KV cache manager (kvcache/) decides which block holds what;
-// this object only owns the memory and hands out per-layer kernel views.
+// kvcache/kv_layout.h describes, num_kv_heads being the rank's own (a tensor-parallel rank's
+// pool holds only its KV heads: LlamaModel::kv_layout()). The KV cache manager (kvcache/) decides
+// which block holds what; this object only owns the memory and hands out per-layer kernel views.
 //
 // Memory is allocated once in Create (one buffer for all layers) and zero-filled; nothing
 // allocates afterwards.

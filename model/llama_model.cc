@@ -57,9 +57,18 @@ struct MetadataLayout {
 
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const DeviceWeights* weights,
                                                                const ForwardLimits& limits,
-                                                               int32_t block_size,
-                                                               KvDtype kv_dtype) {
+                                                               int32_t block_size, KvDtype kv_dtype,
+                                                               Communicator* comm) {
   if (weights == nullptr) return absl::InvalidArgumentError("LlamaModel: weights must be non-null");
+  const TensorShard& shard = weights->shard();
+  if (comm == nullptr ? shard.size != 1
+                      : comm->size() != shard.size || comm->rank() != shard.rank) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LlamaModel: the weights are tensor-parallel rank ", shard.rank, " of ", shard.size,
+        comm == nullptr
+            ? ", and no communicator was given"
+            : absl::StrCat(", the communicator is rank ", comm->rank(), " of ", comm->size())));
+  }
   if (absl::Status status = ValidateBlockSize(block_size); !status.ok()) return status;
   if (absl::StatusOr<kernels::DType> dtype = KvKernelDType(kv_dtype); !dtype.ok()) {
     return dtype.status();
@@ -74,15 +83,16 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const DeviceWeigh
         ", max_num_seqs ", resolved.max_num_seqs, ", max_context_len ", resolved.max_context_len,
         ", max_logit_rows ", resolved.max_logit_rows, ")"));
   }
-  std::unique_ptr<LlamaModel> model(new LlamaModel(weights, resolved, block_size, kv_dtype));
+  std::unique_ptr<LlamaModel> model(new LlamaModel(weights, resolved, block_size, kv_dtype, comm));
   if (absl::Status status = model->AllocateRunState(); !status.ok()) return status;
   return model;
 }
 
 LlamaModel::LlamaModel(const DeviceWeights* weights, const ForwardLimits& limits,
-                       int32_t block_size, KvDtype kv_dtype)
+                       int32_t block_size, KvDtype kv_dtype, Communicator* comm)
     : weights_(weights),
       backend_(weights->backend()),
+      comm_(comm),
       limits_(limits),
       block_size_(block_size),
       max_blocks_per_seq_((limits.max_context_len + block_size - 1) / block_size),
@@ -103,24 +113,21 @@ absl::Status LlamaModel::AllocateRunState() {
     buffers_.push_back(*std::move(buffer));
     return data;
   };
-  const int64_t q_dim = int64_t{c.num_heads} * c.head_dim;
-  const int64_t kv_dim = int64_t{c.num_kv_heads} * c.head_dim;
+  const TensorShard& shard = weights_->shard();
+  const int64_t q_dim = shard.q_dim();
+  const int64_t kv_dim = shard.kv_dim();
+  const int64_t ffn = shard.intermediate_size;
   struct FloatBuffer {
     float** field;
     int64_t floats;
   };
   RunState& s = state_;
-  for (const FloatBuffer& b : {FloatBuffer{&s.residual, T * c.hidden_size},
-                               FloatBuffer{&s.normed, T * c.hidden_size},
-                               FloatBuffer{&s.delta, T * c.hidden_size},
-                               FloatBuffer{&s.q, T * q_dim},
-                               FloatBuffer{&s.k, T * kv_dim},
-                               FloatBuffer{&s.v, T * kv_dim},
-                               FloatBuffer{&s.attn, T * q_dim},
-                               FloatBuffer{&s.gate, T * c.intermediate_size},
-                               FloatBuffer{&s.up, T * c.intermediate_size},
-                               FloatBuffer{&s.last, R * c.hidden_size},
-                               FloatBuffer{&s.logits, R * c.vocab_size}}) {
+  for (const FloatBuffer& b :
+       {FloatBuffer{&s.residual, T * c.hidden_size}, FloatBuffer{&s.normed, T * c.hidden_size},
+        FloatBuffer{&s.delta, T * c.hidden_size}, FloatBuffer{&s.q, T * q_dim},
+        FloatBuffer{&s.k, T * kv_dim}, FloatBuffer{&s.v, T * kv_dim},
+        FloatBuffer{&s.attn, T * q_dim}, FloatBuffer{&s.gate, T * ffn}, FloatBuffer{&s.up, T * ffn},
+        FloatBuffer{&s.last, R * c.hidden_size}, FloatBuffer{&s.logits, R * c.vocab_size}}) {
     absl::StatusOr<void*> data = allocate(b.floats * int64_t{sizeof(float)}, "activations");
     if (!data.ok()) return data.status();
     *b.field = static_cast<float*>(*data);
@@ -145,8 +152,8 @@ absl::Status LlamaModel::AllocateRunState() {
   const kernels::AttentionShape shape{.max_num_tokens = limits_.max_num_tokens,
                                       .max_num_seqs = limits_.max_num_seqs,
                                       .max_context_len = limits_.max_context_len,
-                                      .num_heads = c.num_heads,
-                                      .num_kv_heads = c.num_kv_heads,
+                                      .num_heads = shard.num_heads,
+                                      .num_kv_heads = shard.num_kv_heads,
                                       .head_dim = c.head_dim,
                                       .block_size = block_size_};
   s.attention_workspace_bytes = backend_->AttentionWorkspaceBytes(shape);
@@ -154,7 +161,7 @@ absl::Status LlamaModel::AllocateRunState() {
       allocate(static_cast<int64_t>(s.attention_workspace_bytes), "attention workspace");
   if (!workspace.ok()) return workspace.status();
   s.attention_workspace = *workspace;
-  const int64_t max_in = std::max<int64_t>({c.hidden_size, c.intermediate_size, q_dim});
+  const int64_t max_in = std::max<int64_t>({c.hidden_size, ffn, q_dim});
   if (!backend_->ReserveLinear(std::max(T, R), max_in)) {
     return absl::ResourceExhaustedError(
         absl::StrCat("out of ", backend_->name(), " memory for the linear layers' scratch"));
@@ -167,7 +174,7 @@ absl::Status LlamaModel::AllocateRunState() {
 KvLayout LlamaModel::kv_layout() const {
   const ModelConfig& c = config();
   return KvLayout{.num_layers = c.num_layers,
-                  .num_kv_heads_local = c.num_kv_heads,
+                  .num_kv_heads_local = weights_->shard().num_kv_heads,
                   .block_size = block_size_,
                   .head_dim = c.head_dim,
                   .dtype = kv_dtype_};
@@ -275,10 +282,12 @@ void LlamaModel::Linear(const float* x, const WeightView& w, const float* bias, 
                     .w_dtype = w.dtype});
 }
 
-// normed -> q, k, v -> cache -> attention over the paged cache -> delta = attn Wo^T.
+// normed -> q, k, v -> cache -> attention over the paged cache -> delta = attn Wo^T, summed
+// over the ranks (each holds its heads: q, k, v, attn and Wo's columns are the shard's).
 void LlamaModel::Attention(const StepShape& shape, const DeviceLayer& layer, int32_t layer_index,
                            KvPool& kv) {
   const ModelConfig& c = config();
+  const TensorShard& shard = weights_->shard();
   const int32_t T = shape.num_tokens;
   RunState& s = state_;
   Linear(s.normed, layer.wq, layer.bq, s.q, T);
@@ -288,8 +297,8 @@ void LlamaModel::Attention(const StepShape& shape, const DeviceLayer& layer, int
                   .k = s.k,
                   .positions = s.positions,
                   .num_tokens = T,
-                  .num_heads = c.num_heads,
-                  .num_kv_heads = c.num_kv_heads,
+                  .num_heads = shard.num_heads,
+                  .num_kv_heads = shard.num_kv_heads,
                   .config = rope_});
   const kernels::PagedKvView cache = kv.Layer(layer_index);
   backend_->WriteKv(
@@ -301,7 +310,7 @@ void LlamaModel::Attention(const StepShape& shape, const DeviceLayer& layer, int
                             .block_tables = s.block_tables,
                             .num_tokens = T,
                             .num_seqs = shape.num_seqs,
-                            .num_heads = c.num_heads,
+                            .num_heads = shard.num_heads,
                             .max_blocks_per_seq = shape.block_table_stride,
                             .max_query_len = shape.max_query_len,
                             .max_context_len = shape.max_context_len,
@@ -310,9 +319,10 @@ void LlamaModel::Attention(const StepShape& shape, const DeviceLayer& layer, int
                             .workspace = s.attention_workspace,
                             .workspace_bytes = s.attention_workspace_bytes});
   Linear(s.attn, layer.wo, nullptr, s.delta, T);
+  AllReduce(s.delta, T);
 }
 
-// normed -> delta = (silu(normed Wg^T) * normed Wu^T) Wd^T.
+// normed -> delta = (silu(normed Wg^T) * normed Wu^T) Wd^T, summed over the ranks.
 void LlamaModel::Mlp(int32_t num_tokens, const DeviceLayer& layer) {
   RunState& s = state_;
   Linear(s.normed, layer.w_gate, nullptr, s.gate, num_tokens);
@@ -321,8 +331,18 @@ void LlamaModel::Mlp(int32_t num_tokens, const DeviceLayer& layer) {
                         .up = s.up,
                         .out = s.gate,
                         .num_tokens = num_tokens,
-                        .intermediate = config().intermediate_size});
+                        .intermediate = weights_->shard().intermediate_size});
   Linear(s.gate, layer.w_down, nullptr, s.delta, num_tokens);
+  AllReduce(s.delta, num_tokens);
+}
+
+// The row-parallel layers (o_proj, down_proj) leave each rank with its heads' (its MLP slice's)
+// share of the output; the sum over ranks is the layer's output. Llama-family models have no
+// bias on these layers (one would be added on rank 0 only, before the sum).
+void LlamaModel::AllReduce(float* delta, int32_t num_tokens) {
+  if (comm_ == nullptr || weights_->shard().size == 1 || !comm_status_.ok()) return;
+  comm_status_ =
+      comm_->AllReduceSum(delta, int64_t{num_tokens} * config().hidden_size, kernels::DType::kF32);
 }
 
 void LlamaModel::Compute(const StepShape& shape, KvPool& kv) {
@@ -406,7 +426,7 @@ absl::Status LlamaModel::ForwardOnDevice(const ForwardBatch& b, KvPool& kv) {
   if (kernels::Graph* graph = DecodeGraphFor(b, kv, &shape); graph != nullptr) {
     UploadMetadata(b, shape);
     if (!graph->Replay()) return absl::InternalError("replaying a decode graph failed");
-    return absl::OkStatus();
+    return comm_status_;
   }
   shape = StepShape{.num_tokens = b.num_tokens(),
                     .num_seqs = b.num_seqs(),
@@ -423,7 +443,7 @@ absl::Status LlamaModel::ForwardOnDevice(const ForwardBatch& b, KvPool& kv) {
   shape.block_table_stride = std::max(1, (shape.max_context_len + block_size_ - 1) / block_size_);
   UploadMetadata(b, shape);
   Compute(shape, kv);
-  return absl::OkStatus();
+  return comm_status_;
 }
 
 absl::StatusOr<absl::Span<const int32_t>> LlamaModel::GreedyTokens() {
@@ -471,6 +491,7 @@ absl::StatusOr<int32_t> LlamaModel::CaptureDecodeGraphs(KvPool& kv,
                           .block_table_stride = max_blocks_per_seq_};
     UploadMetadata(empty, shape);
     Compute(shape, kv);  // eager once: libraries set up their workspaces outside the capture
+    if (!comm_status_.ok()) return comm_status_;
     if (!backend_->Synchronize()) return absl::InternalError("a decode warm-up step failed");
     std::unique_ptr<kernels::Graph> graph = backend_->Capture([this, shape, &kv] { Compute(shape, kv); });
     if (graph == nullptr) break;

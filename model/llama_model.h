@@ -14,6 +14,14 @@
 // (each residual add is fused into the next RMSNorm). The residual stream and every
 // accumulation are fp32 whatever the weight and KV storage types.
 //
+// Tensor parallelism (model/tensor_parallel.h): with weights that are one rank's shard, the
+// model computes its own query and KV heads and its slice of the MLP, and sums the outputs of
+// the two row-parallel layers over the group in place (Communicator::AllReduceSum of the fp32
+// [T, hidden] activations, after Wo and after Wd); everything else -- embedding, norms, the
+// residual stream, lm_head and the logits -- is replicated, so every rank ends a step with the
+// same logits (the leader's are the ones sampled). Every rank must run the same batches in the
+// same order.
+//
 // Memory: the same code runs on every backend. The host-side batch (ForwardBatch) is validated,
 // packed into one staging buffer and copied to the backend's metadata buffer in one copy; the
 // kernels only ever see backend memory. Results stay on the backend until asked for: the greedy
@@ -37,6 +45,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "comm/communicator.h"
 #include "kernels/kernels.h"
 #include "model/device_buffer.h"
 #include "model/device_weights.h"
@@ -57,14 +66,17 @@ class LlamaModel {
  public:
   // Binds weights (borrowed: they must outlive the model; the model runs on their backend) and
   // allocates the RunState for `limits`, attention over blocks of block_size tokens and a KV
-  // cache stored as kv_dtype. INVALID_ARGUMENT when a limit is not positive, block_size is
-  // invalid or kv_dtype unsupported; RESOURCE_EXHAUSTED when the backend has not the memory.
+  // cache stored as kv_dtype. `comm` (borrowed) is the tensor-parallel group of the weights'
+  // shard; it may be null only for unsharded weights. INVALID_ARGUMENT when a limit is not
+  // positive, block_size is invalid, kv_dtype unsupported, or comm's rank and size are not the
+  // shard's; RESOURCE_EXHAUSTED when the backend has not the memory.
   static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(const DeviceWeights* weights,
                                                             const ForwardLimits& limits,
                                                             int32_t block_size,
-                                                            KvDtype kv_dtype = KvDtype::kF32);
+                                                            KvDtype kv_dtype = KvDtype::kF32,
+                                                            Communicator* comm = nullptr);
 
-  // The layout of the KV pool this model writes and reads (all KV heads, kv_dtype).
+  // The layout of the KV pool this model writes and reads (this rank's KV heads, kv_dtype).
   KvLayout kv_layout() const;
 
   // Runs one step on the backend: writes the K/V of every token of the batch into `kv` and
@@ -72,7 +84,9 @@ class LlamaModel {
   // INVALID_ARGUMENT when the batch exceeds the limits or is inconsistent (sizes, token ids,
   // query_start, logit rows, context lengths, slots or block ids outside the pool);
   // FAILED_PRECONDITION when kv does not match kv_layout(); INTERNAL when the backend reported
-  // an error. Slots are not checked for duplicates (the manager hands each slot to one token).
+  // an error; the communicator's error when an all-reduce failed (the model is then unusable,
+  // as its group is). Slots are not checked for duplicates (the manager hands each slot to one
+  // token).
   absl::Status ForwardOnDevice(const ForwardBatch& batch, KvPool& kv);
 
   // After ForwardOnDevice: the argmax of each logit row ([R] token ids, ties to the lowest id),
@@ -116,6 +130,7 @@ class LlamaModel {
     float* residual;  // [T, hidden]  the residual stream x
     float* normed;    // [T, hidden]  rmsnorm(x)
     float* delta;     // [T, hidden]  attention or MLP output, added to x next
+    // Head counts and intermediate are the shard's (tensor_parallel.h).
     float* q;         // [T, num_heads * head_dim]
     float* k;         // [T, num_kv_heads * head_dim]
     float* v;         // [T, num_kv_heads * head_dim]
@@ -138,7 +153,7 @@ class LlamaModel {
   };
 
   LlamaModel(const DeviceWeights* weights, const ForwardLimits& limits, int32_t block_size,
-             KvDtype kv_dtype);
+             KvDtype kv_dtype, Communicator* comm);
   absl::Status AllocateRunState();
 
   absl::Status ValidateBatch(const ForwardBatch& batch, const KvPool& kv) const;
@@ -152,11 +167,16 @@ class LlamaModel {
   void Attention(const StepShape& shape, const DeviceLayer& layer, int32_t layer_index,
                  KvPool& kv);
   void Mlp(int32_t num_tokens, const DeviceLayer& layer);
+  // delta [num_tokens, hidden] summed over the tensor-parallel group, in place; the first
+  // failure is kept in comm_status_ and later calls do nothing.
+  void AllReduce(float* delta, int32_t num_tokens);
   // The decode graph to replay for `batch`, or nullptr (not a pure decode step, no bucket).
   kernels::Graph* DecodeGraphFor(const ForwardBatch& batch, const KvPool& kv, StepShape* shape);
 
   const DeviceWeights* weights_;
   kernels::Backend* backend_;
+  Communicator* comm_;  // null for unsharded weights
+  absl::Status comm_status_;
   ForwardLimits limits_;
   int32_t block_size_;
   int32_t max_blocks_per_seq_;  // ceil(max_context_len / block_size): the graphs' table stride

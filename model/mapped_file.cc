@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "absl/status/status.h"
@@ -37,6 +38,15 @@ absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& 
   }
   ::close(fd);
   return std::unique_ptr<MappedFile>(new MappedFile(path, static_cast<const char*>(data), size));
+}
+
+void MappedFile::DropPages(const char* begin, size_t bytes) const {
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(begin) + bytes) / page * page;
+  if (end > first) {
+    ::madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED);  // advice only
+  }
 }
 
 MappedFile::~MappedFile() {

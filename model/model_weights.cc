@@ -33,10 +33,12 @@ absl::Status CheckSize(const std::string& name, const std::vector<float>& tensor
 
 absl::Status ModelWeights::Validate() const {
   if (absl::Status s = config.Validate(); !s.ok()) return s;
+  absl::StatusOr<TensorShard> local = shard();
+  if (!local.ok()) return local.status();
   const int64_t hidden = config.hidden_size;
-  const int64_t q_dim = static_cast<int64_t>(config.num_heads) * config.head_dim;
-  const int64_t kv_dim = static_cast<int64_t>(config.num_kv_heads) * config.head_dim;
-  const int64_t ffn = config.intermediate_size;
+  const int64_t q_dim = local->q_dim();
+  const int64_t kv_dim = local->kv_dim();
+  const int64_t ffn = local->intermediate_size;
   const int64_t vocab = config.vocab_size;
   if (static_cast<int64_t>(layers.size()) != config.num_layers) {
     return absl::InvalidArgumentError(

@@ -3,6 +3,8 @@
 // in their file's storage type (GGUF blocks, f16, bf16) as views into the mapped file.
 // Matrices are row-major [out_features, in_features], so a linear layer is y = W x (for a batch
 // X [tokens, in]: Y = X W^T). The CPU kernels read these directly; a GPU runner converts them.
+// A tensor-parallel rank's weights (tp_rank of tp_size, model/tensor_parallel.h) hold only its
+// share: the shapes below with the local head counts and MLP width of its TensorShard.
 // Not thread-safe to mutate; immutable after loading and safe to share for reading.
 #ifndef KVSERVE_MODEL_MODEL_WEIGHTS_H_
 #define KVSERVE_MODEL_MODEL_WEIGHTS_H_
@@ -13,11 +15,14 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "kernels/dtype.h"
 #include "model/model_config.h"
+#include "model/tensor_parallel.h"
 
 namespace kvserve {
 
+// Head counts and the intermediate size are the shard's (all of the model's at tp_size 1).
 struct LayerWeights {
   std::vector<float> attn_norm;  // [hidden]
   std::vector<float> wq;         // [num_heads * head_dim, hidden]
@@ -41,11 +46,19 @@ struct StoredMatrix {
 };
 
 struct ModelWeights {
-  ModelConfig config;
+  ModelConfig config;  // the whole model's, also for a shard
+  // The share these weights are: rank tp_rank of a tensor-parallel group of tp_size.
+  int32_t tp_rank = 0;
+  int32_t tp_size = 1;
   // Matrices kept as stored, by their Validate() name ("layers.3.wq", "token_embedding"); the
-  // fp32 vector of such a matrix is empty. `storage` keeps what the views point into alive.
+  // fp32 vector of such a matrix is empty. `storage` keeps what the views point into alive: the
+  // mapped file, and `shard_storage` the column slices a rank gathered from it row by row.
   absl::flat_hash_map<std::string, StoredMatrix> stored;
   std::shared_ptr<const void> storage;
+  std::shared_ptr<const void> shard_storage;
+  // Matrices stored in a block type whose column slice does not fall on block boundaries, so
+  // this rank decoded its slice to fp32 instead of keeping it as stored (e.g. "layers.0.wo").
+  std::vector<std::string> decoded_for_shard;
   std::vector<float> token_embedding;  // [vocab, hidden]
   std::vector<LayerWeights> layers;    // [num_layers]
   std::vector<float> final_norm;       // [hidden]
@@ -56,9 +69,12 @@ struct ModelWeights {
     return config.tie_word_embeddings ? token_embedding : lm_head;
   }
 
-  // OK when config is valid and every vector has exactly the size its comment gives (or is
-  // empty, its matrix stored with exactly the bytes the shape takes); otherwise INVALID_ARGUMENT
-  // naming the tensor (e.g. "layers.3.wk: 36864 floats, want 110592").
+  // This rank's share (tensor_parallel.h); its errors are MakeTensorShard's.
+  absl::StatusOr<TensorShard> shard() const { return MakeTensorShard(config, tp_rank, tp_size); }
+
+  // OK when config and the shard are valid and every vector has exactly the size its comment
+  // gives for the shard (or is empty, its matrix stored with exactly the bytes the shape takes);
+  // otherwise INVALID_ARGUMENT naming the tensor (e.g. "layers.3.wk: 36864 floats, want 110592").
   absl::Status Validate() const;
 };
 

@@ -44,6 +44,11 @@ std::vector<std::pair<std::string, ModelConfig>> Presets() {
   tiny_qwen2.tie_word_embeddings = true;
   tiny_qwen2.rms_norm_eps = 1e-6f;
   presets.emplace_back("tiny-qwen2", tiny_qwen2);
+  ModelConfig tiny_tp = Shape(2, 128, 8, 4, 256, 256, 512, 10000.0f);
+  tiny_tp.name = "synthetic tiny-tp";
+  tiny_tp.bos_token_id = 1;
+  tiny_tp.eos_token_ids = {2};
+  presets.emplace_back("tiny-tp", tiny_tp);
   ModelConfig smollm2 = Shape(30, 576, 9, 3, 1536, 49152, 8192, 100000.0f);
   smollm2.name = "synthetic smollm2-135m";
   smollm2.tie_word_embeddings = true;
@@ -70,6 +75,8 @@ class Random {
   }
   // Uniform in [-1, 1).
   float Symmetric() { return static_cast<float>(Next() >> 40) * 0x1.0p-23f - 1.0f; }
+  // Moves ahead by n draws (the state is a counter), so any part of a stream is cheap to reach.
+  void Skip(uint64_t n) { state_ += n * 0x9E3779B97F4A7C15ull; }
 
  private:
   uint64_t state_;
@@ -81,20 +88,28 @@ uint64_t HashName(uint64_t seed, std::string_view name) {
   return h;
 }
 
-// One tensor to fill: `size` values center + U(-1, 1) * half_width.
+// One tensor to fill: values center + U(-1, 1) * half_width, in row-major order of the whole
+// tensor, of which `slice` is kept (a tensor-parallel rank's part: the same values the whole
+// model holds there).
 struct FillJob {
   std::string name;
   std::vector<float>* out;
-  int64_t size;
+  TensorSlice slice;
   float center;
   float half_width;
 };
 
 void Fill(const FillJob& job, uint64_t seed) {
-  Random random(HashName(seed, job.name));
-  job.out->resize(static_cast<size_t>(job.size));
-  float* out = job.out->data();  // [size]
-  for (int64_t i = 0; i < job.size; ++i) out[i] = job.center + random.Symmetric() * job.half_width;
+  const TensorSlice& part = job.slice;
+  job.out->resize(static_cast<size_t>(part.num_elements()));
+  float* out = job.out->data();  // [num_rows, num_cols]
+  for (int64_t r = 0; r < part.num_rows; ++r) {
+    Random random(HashName(seed, job.name));
+    random.Skip(static_cast<uint64_t>((part.row_begin + r) * part.cols + part.col_begin));
+    for (int64_t c = 0; c < part.num_cols; ++c) {
+      *out++ = job.center + random.Symmetric() * job.half_width;
+    }
+  }
 }
 
 }  // namespace
@@ -125,24 +140,25 @@ int64_t NumParameters(const ModelConfig& c) {
   return embeddings * (c.tie_word_embeddings ? 1 : 2) + per_layer * c.num_layers + hidden;
 }
 
-ModelWeights MakeSyntheticWeights(const ModelConfig& config, uint64_t seed) {
+ModelWeights MakeSyntheticWeights(const ModelConfig& config, uint64_t seed, int32_t tp_rank,
+                                  int32_t tp_size) {
   ModelWeights weights;
   weights.config = config;
+  weights.tp_rank = tp_rank;
+  weights.tp_size = tp_size;
   std::vector<FillJob> jobs;
   for (const WeightSlot& slot : WeightSlots(&weights)) {
-    const int64_t fan_in = slot.shape.back();
-    int64_t size = 1;
-    for (int64_t d : slot.shape) size *= d;
+    const int64_t fan_in = slot.shape.back();  // of the whole matrix
     switch (slot.kind) {
       case WeightSlot::Kind::kMatrix:  // U(-a, a) has std a / sqrt(3)
         jobs.push_back(
-            {slot.name, slot.out, size, 0.0f, std::sqrt(3.0f / static_cast<float>(fan_in))});
+            {slot.name, slot.out, slot.slice, 0.0f, std::sqrt(3.0f / static_cast<float>(fan_in))});
         break;
       case WeightSlot::Kind::kNorm:
-        jobs.push_back({slot.name, slot.out, size, 1.0f, 0.1f});
+        jobs.push_back({slot.name, slot.out, slot.slice, 1.0f, 0.1f});
         break;
       case WeightSlot::Kind::kBias:
-        jobs.push_back({slot.name, slot.out, size, 0.0f, 0.02f * std::sqrt(3.0f)});
+        jobs.push_back({slot.name, slot.out, slot.slice, 0.0f, 0.02f * std::sqrt(3.0f)});
         break;
     }
   }

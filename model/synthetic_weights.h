@@ -11,6 +11,9 @@
 //   tiny          2 layers x 64 wide, 4 heads, 2 KV heads, ffn 192, vocab 256, untied:
 //                 131,392 params, 0.5 MB
 //   tiny-qwen2    as tiny, qwen2 with Q/K/V biases, tied: 115,264 params, 0.5 MB
+//   tiny-tp       2 layers x 128 wide, 8 heads, 4 KV heads (head_dim 16), ffn 256, vocab 256,
+//                 untied: 361,088 params, 1.4 MB; splits over 1, 2, 4 or 8 tensor-parallel
+//                 ranks (KV heads replicated at 8)
 //   smollm2-135m  30 x 576, 9 heads, 3 KV heads, ffn 1536, vocab 49152 (tied):
 //                 134,515,008 params, 538 MB
 //   llama3-8b     32 x 4096, 32 heads, 8 KV heads, ffn 14336, vocab 128256, theta 500000
@@ -38,8 +41,11 @@ std::vector<std::string> SyntheticPresetNames();
 // Number of fp32 parameters ModelWeights holds for `config` (lm_head counted unless tied).
 int64_t NumParameters(const ModelConfig& config);
 
-// Random weights of `config`'s shape. REQUIRES: config.Validate().ok().
-ModelWeights MakeSyntheticWeights(const ModelConfig& config, uint64_t seed);
+// Random weights of `config`'s shape; with tp_size > 1 only the share of rank tp_rank
+// (tensor_parallel.h), holding exactly the values the whole model holds there.
+// REQUIRES: config.Validate().ok() and MakeTensorShard(config, tp_rank, tp_size).ok().
+ModelWeights MakeSyntheticWeights(const ModelConfig& config, uint64_t seed, int32_t tp_rank = 0,
+                                  int32_t tp_size = 1);
 
 }  // namespace kvserve
 

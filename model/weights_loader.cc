@@ -51,13 +51,19 @@ absl::StatusOr<SyntheticSpec> ParseSyntheticSpec(const std::string& spec) {
 }
 
 absl::StatusOr<ModelWeights> LoadWeights(const std::string& spec, const LoadOptions& options) {
+  const int32_t tp_rank = options.tensor_parallel.rank;
+  const int32_t tp_size = options.tensor_parallel.size;
   if (absl::StartsWith(spec, kSyntheticPrefix)) {
     absl::StatusOr<SyntheticSpec> parsed = ParseSyntheticSpec(spec);
     if (!parsed.ok()) return parsed.status();
     absl::StatusOr<ModelConfig> config = SyntheticConfig(parsed->preset);
     if (!config.ok()) return config.status();
     if (parsed->num_layers > 0) config->num_layers = parsed->num_layers;
-    return MakeSyntheticWeights(*config, parsed->seed);
+    if (absl::StatusOr<TensorShard> shard = MakeTensorShard(*config, tp_rank, tp_size);
+        !shard.ok()) {
+      return shard.status();
+    }
+    return MakeSyntheticWeights(*config, parsed->seed, tp_rank, tp_size);
   }
   std::error_code error;
   const std::filesystem::path path(spec);
@@ -65,13 +71,14 @@ absl::StatusOr<ModelWeights> LoadWeights(const std::string& spec, const LoadOpti
     if (!std::filesystem::exists(path / "config.json", error)) {
       return BadSpec(spec, "directory has no config.json");
     }
-    return LoadHfModel(spec);
+    return LoadHfModel(spec, {.tp_rank = tp_rank, .tp_size = tp_size});
   }
   if (path.extension() == ".gguf") {
     absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(spec);
     if (!file.ok()) return file.status();
-    absl::StatusOr<ModelWeights> weights =
-        WeightsFromGguf(**file, {.keep_stored_types = options.keep_stored_types});
+    absl::StatusOr<ModelWeights> weights = WeightsFromGguf(
+        **file,
+        {.keep_stored_types = options.keep_stored_types, .tp_rank = tp_rank, .tp_size = tp_size});
     if (!weights.ok()) {
       return absl::Status(weights.status().code(),
                           absl::StrCat(spec, ": ", weights.status().message()));

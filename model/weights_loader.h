@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
+#include "model/tensor_parallel.h"
 
 namespace kvserve {
 
@@ -21,6 +22,10 @@ struct LoadOptions {
   // GGUF files: keep every non-F32 matrix as stored (ModelWeights::stored), for backends that
   // compute from quantized blocks; other sources ignore it.
   bool keep_stored_types = false;
+  // Load only the share of rank tensor_parallel.rank of a group of tensor_parallel.size
+  // (tensor_parallel.h; comm is not used here). A model that cannot be split so is
+  // INVALID_ARGUMENT naming the numbers.
+  TensorParallel tensor_parallel = {};
 };
 
 absl::StatusOr<ModelWeights> LoadWeights(const std::string& spec, const LoadOptions& options = {});

@@ -4,8 +4,8 @@
 #   1. preflight: prints the GPU, the toolchain and which build dependencies are missing;
 #   2. configures build-gpu (Release, KVSERVE_CUDA=ON, KVSERVE_BENCH=ON) and builds only the
 #      gpu-labelled test binaries and gpu_bench;
-#   3. ctest -L gpu (every CUDA kernel against the CPU backend), gpu_bench (bandwidth, attention,
-#      Linear figures);
+#   3. ctest -L gpu (every CUDA kernel against the CPU backend; the NCCL communicator on a
+#      one-GPU group), gpu_bench (bandwidth, attention, Linear figures), the NCCL all-reduce time;
 #   4. model_checks(): the model-level hook (gpu_model_test, a worker on the GPU under load).
 # Everything printed also goes to one file: $GPU_CHECK_OUTPUT, else $OUT/gpu_check.txt when
 # $OUT is set, else build-gpu/gpu_check.txt. Exits non-zero when any step failed (a step that
@@ -123,7 +123,7 @@ preflight() {
       >/dev/null || missing+=("$lib")
   done
   local pkg
-  for pkg in absl gRPC GTest benchmark prometheus-cpp nlohmann_json; do
+  for pkg in absl gRPC GTest benchmark prometheus-cpp nlohmann_json Gloo; do
     if [[ -z "$(find /usr/lib /usr/share /usr/local/lib /usr/local/share -maxdepth 5 \
       \( -iname "${pkg}Config.cmake" -o -iname "${pkg}-config.cmake" \) -print -quit \
       2>/dev/null)" ]]; then
@@ -169,7 +169,7 @@ build_kernel_targets() {
 # --- 3. kernel tests and benchmark ---------------------------------------------------------
 
 kernel_tests() {
-  section "ctest -L gpu (kernels)"
+  section "ctest -L gpu (kernels, NCCL communicator)"
   local log=$BUILD_DIR/ctest_gpu.log
   STEP_LOG=$log run_step ctest_gpu 240 ctest --test-dir "$BUILD_DIR" -L gpu \
     -E '^gpu_model_test$' --output-on-failure --timeout 200
@@ -192,6 +192,18 @@ benchmark() {
     SUMMARY[-1]="gpu_bench: FAIL (no device)"
     return 1
   fi
+}
+
+# The NCCL communicator's figure: a one-GPU group's all-reduce at the default model's hidden size
+# (576 x 1, 64, 512 floats), issued and waited for (nccl_communicator_test prints it).
+comm_figures() {
+  section "NCCL all-reduce (one-GPU group)"
+  local test=$BUILD_DIR/tests/comm/nccl_communicator_test
+  if [[ ! -x "$test" ]]; then
+    fail "comm_figures: $test not built"
+    return 1
+  fi
+  run_step nccl_allreduce 60 "$test" --gtest_filter='*ReportsTheAllReduceTime*'
 }
 
 # --- 4. model-level checks (hook for the integrator) ----------------------------------------
@@ -328,6 +340,7 @@ main() {
     if build_kernel_targets; then
       kernel_tests
       benchmark
+      comm_figures
     fi
     if [[ "${GPU_CHECK_SKIP_MODEL:-0}" == 1 ]]; then
       echo "model_checks skipped (GPU_CHECK_SKIP_MODEL=1)"

@@ -50,7 +50,7 @@ LlamaModelRunner::LlamaModelRunner(std::shared_ptr<const DeviceWeights> weights,
 int64_t LlamaModelRunner::KvBytesPerBlock(int32_t block_size) const {
   const ModelConfig& c = weights_->config();
   const KvLayout layout{.num_layers = c.num_layers,
-                        .num_kv_heads_local = c.num_kv_heads,
+                        .num_kv_heads_local = weights_->shard().num_kv_heads,
                         .block_size = block_size,
                         .head_dim = c.head_dim,
                         .dtype = options_.kv_dtype};
@@ -70,8 +70,8 @@ absl::Status LlamaModelRunner::CreateModel(const RunnerConfig& config) {
     }
     model_.reset();
   }
-  absl::StatusOr<std::unique_ptr<LlamaModel>> model =
-      LlamaModel::Create(weights_.get(), limits, config.block_size, options_.kv_dtype);
+  absl::StatusOr<std::unique_ptr<LlamaModel>> model = LlamaModel::Create(
+      weights_.get(), limits, config.block_size, options_.kv_dtype, options_.comm);
   if (!model.ok()) return model.status();
   model_ = *std::move(model);
   return absl::OkStatus();
@@ -159,6 +159,12 @@ absl::StatusOr<StepResult> LlamaModelRunner::Execute(const StepPlan& plan) {
 
 absl::StatusOr<StepResult> LlamaModelRunner::Sample(const std::vector<RunnerWork>& work) {
   StepResult result;
+  if (weights_->shard().rank != 0) {  // a follower: the leader samples
+    if (!weights_->backend()->Synchronize()) {
+      return absl::InternalError("the backend reported an error");
+    }
+    return result;
+  }
   absl::StatusOr<absl::Span<const int32_t>> greedy = model_->GreedyTokens();
   if (!greedy.ok()) return greedy.status();
   // Rows whose choice needs its logits on the host, in row order.

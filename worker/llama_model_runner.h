@@ -11,6 +11,12 @@
 // has left for the KV pool under `memory_utilization` (kv_sizing.h); Initialize then captures the
 // decode graphs (CUDA) unless enforce_eager.
 //
+// Tensor parallelism: with weights that are one rank's shard (model/tensor_parallel.h) and the
+// group's communicator, every rank runs the same plans (the leader's, with the leader's block
+// tables) on its own KV pool of its KV heads, with the same number of blocks; KvBytesPerBlock
+// and ProfileKvBytes are this rank's. Only the leader (rank 0) samples: a follower's Execute
+// returns no tokens.
+//
 // Ownership: the weights are shared (the caller may keep using them read-only).
 // Thread-safety: engine thread only (ModelRunner).
 #ifndef KVSERVE_WORKER_LLAMA_MODEL_RUNNER_H_
@@ -40,6 +46,9 @@ struct LlamaRunnerOptions {
   double memory_utilization = 0.9;
   // No decode graphs: every step runs eagerly.
   bool enforce_eager = false;
+  // The tensor-parallel group of the weights' shard (borrowed; outlives the runner); null for
+  // unsharded weights.
+  Communicator* comm = nullptr;
 };
 
 class LlamaModelRunner final : public ModelRunner {
@@ -51,6 +60,7 @@ class LlamaModelRunner final : public ModelRunner {
   int32_t vocab_size() const override { return weights_->config().vocab_size; }
   int32_t max_context_len() const override { return weights_->config().max_context; }
   std::vector<int32_t> eos_token_ids() const override { return weights_->config().eos_token_ids; }
+  // This rank's KV heads only.
   int64_t KvBytesPerBlock(int32_t block_size) const override;
   absl::StatusOr<int64_t> ProfileKvBytes(const RunnerConfig& config) override;
   absl::Status Initialize(const RunnerConfig& config) override;

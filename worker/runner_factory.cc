@@ -1,5 +1,6 @@
 #include "worker/runner_factory.h"
 
+#include <cstdio>
 #include <utility>
 
 #include "absl/container/btree_map.h"
@@ -41,7 +42,8 @@ absl::StatusOr<CreatedRunner> CreateLlamaRunner(const RunnerFactoryOptions& opti
     // kernels read them in place from the mapping, and decode reads a quarter of the bytes.
     const bool keep_stored = !on_gpu && options.dtype == "auto";
     absl::StatusOr<ModelWeights> host =  // dropped after the upload
-        LoadWeights(options.model, {.keep_stored_types = keep_stored});
+        LoadWeights(options.model,
+                    {.keep_stored_types = keep_stored, .tensor_parallel = options.tensor_parallel});
     if (!host.ok()) {
       return absl::Status(host.status().code(), absl::StrCat("model: ", host.status().message()));
     }
@@ -52,6 +54,15 @@ absl::StatusOr<CreatedRunner> CreateLlamaRunner(const RunnerFactoryOptions& opti
     for (const auto& [type, count] : stored) {
       absl::StrAppend(&created.weight_types, "+", type, "x", count);
     }
+    created.num_converted_for_shard = static_cast<int32_t>(host->decoded_for_shard.size());
+    if (!host->decoded_for_shard.empty()) {
+      std::fprintf(stderr,
+                   "kvserve: tensor-parallel rank %d of %d: %d matrices (%s, ...) have column "
+                   "slices off their block boundaries; converted to %s at load\n",
+                   options.tensor_parallel.rank, options.tensor_parallel.size,
+                   created.num_converted_for_shard, host->decoded_for_shard.front().c_str(),
+                   kernels::DTypeName(*dtype));
+    }
     absl::StatusOr<std::unique_ptr<DeviceWeights>> uploaded =
         DeviceWeights::Upload(*host, std::move(backend), *dtype);
     if (!uploaded.ok()) return uploaded.status();
@@ -61,7 +72,8 @@ absl::StatusOr<CreatedRunner> CreateLlamaRunner(const RunnerFactoryOptions& opti
   absl::StatusOr<std::unique_ptr<LlamaModelRunner>> runner = LlamaModelRunner::Create(
       std::move(weights), {.kv_dtype = *kv_dtype,
                            .memory_utilization = options.gpu_memory_utilization,
-                           .enforce_eager = options.enforce_eager});
+                           .enforce_eager = options.enforce_eager,
+                           .comm = options.tensor_parallel.comm});
   if (!runner.ok()) return runner.status();
   created.runner = *std::move(runner);
   return created;

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "model/model_config.h"
+#include "model/tensor_parallel.h"
 #include "worker/llama_model_runner.h"
 
 namespace kvserve {
@@ -27,6 +28,9 @@ struct RunnerFactoryOptions {
   int32_t num_threads = 0;              // CPU threads; 0: one per core
   double gpu_memory_utilization = 0.9;
   bool enforce_eager = false;
+  // This process's rank of a tensor-parallel group (model/tensor_parallel.h): only its share
+  // of the weights is loaded, and comm (borrowed; it must outlive the runner) is the group's.
+  TensorParallel tensor_parallel = {};
 };
 
 struct CreatedRunner {
@@ -37,6 +41,9 @@ struct CreatedRunner {
   kernels::DType weight_dtype = kernels::DType::kF32;  // of the matrices converted at load
   // What the matrices are stored as, e.g. "bf16" or "f32+q4_1x210+q6_kx1" (stored types x count).
   std::string weight_types;
+  // Block-type matrices this rank holds in the converted dtype instead, because its column
+  // slice does not fall on block boundaries (ModelWeights::decoded_for_shard).
+  int32_t num_converted_for_shard = 0;
   KvDtype kv_dtype = KvDtype::kF32;
 };
 

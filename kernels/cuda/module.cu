@@ -1,22 +1,15 @@
 // The entry point of the CUDA backend module (libkvserve_cuda.so), which
 // kernels/backend_factory.cc dlopens: one C symbol, so nothing else of the module's ABI is
-// relied on across the boundary.
+// relied on across the boundary. (The NCCL communicator's entry points are in
+// nccl_communicator.cc.)
 #include <cuda_runtime_api.h>
 
-#include <cstring>
 #include <string>
 
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/entry_point_error.h"
 
-namespace {
-
-void SetError(const std::string& message, char* error, size_t error_bytes) {
-  if (error_bytes == 0) return;
-  std::strncpy(error, message.c_str(), error_bytes - 1);
-  error[error_bytes - 1] = '\0';
-}
-
-}  // namespace
+using kvserve::kernels::cuda::SetEntryPointError;
 
 // Makes a CudaBackend on device `index`, on a new non-blocking stream (graphs cannot be captured
 // on the legacy default stream). nullptr with a message in `error` when there is no such device.
@@ -25,25 +18,25 @@ extern "C" kvserve::kernels::Backend* KvserveCreateCudaBackend(int index, char* 
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0) {
-    SetError(std::string("no CUDA device is available (") +
-                 (status != cudaSuccess ? cudaGetErrorString(status) : "the driver reports none") +
-                 ")",
-             error, error_bytes);
+    SetEntryPointError(
+        std::string("no CUDA device is available (") +
+            (status != cudaSuccess ? cudaGetErrorString(status) : "the driver reports none") + ")",
+        error, error_bytes);
     return nullptr;
   }
   if (index >= count) {
-    SetError("CUDA device " + std::to_string(index) + " does not exist (" +
-                 std::to_string(count) + " present)",
-             error, error_bytes);
+    SetEntryPointError("CUDA device " + std::to_string(index) + " does not exist (" +
+                           std::to_string(count) + " present)",
+                       error, error_bytes);
     return nullptr;
   }
   if (cudaSetDevice(index) != cudaSuccess) {
-    SetError("cannot select CUDA device " + std::to_string(index), error, error_bytes);
+    SetEntryPointError("cannot select CUDA device " + std::to_string(index), error, error_bytes);
     return nullptr;
   }
   cudaStream_t stream = nullptr;
   if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
-    SetError("cannot create a CUDA stream", error, error_bytes);
+    SetEntryPointError("cannot create a CUDA stream", error, error_bytes);
     return nullptr;
   }
   std::string message;
@@ -51,7 +44,7 @@ extern "C" kvserve::kernels::Backend* KvserveCreateCudaBackend(int index, char* 
       kvserve::kernels::cuda::CudaBackend::Create(stream, &message);
   if (backend == nullptr) {
     cudaStreamDestroy(stream);
-    SetError(message, error, error_bytes);
+    SetEntryPointError(message, error, error_bytes);
     return nullptr;
   }
   return backend.release();

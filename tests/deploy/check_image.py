@@ -24,8 +24,8 @@ import sys
 
 from deploy_common import Failures, load_yaml_documents, parse_flag_lines, source_root
 
-# setup.sh packages the image does not need: fuzzing runtime; Gloo (no CMake target uses it yet).
-NOT_FOR_IMAGE = {"libclang-rt-14-dev", "libgloo-dev"}
+# setup.sh packages the image does not need: the fuzzing runtime.
+NOT_FOR_IMAGE = {"libclang-rt-14-dev"}
 
 
 def dockerfile_instructions(text):

@@ -7,3 +7,7 @@ kvserve_add_test(NAME cache_fidelity_test
                  LIBS kvserve_model LABELS unit)
 kvserve_add_test(NAME reference_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/reference_test.cc
                  LIBS kvserve_model kvserve_engine nlohmann_json::nlohmann_json LABELS unit)
+# A tensor-parallel group (ranks as threads, Gloo over loopback) against the unsharded model.
+kvserve_add_test(NAME tensor_parallel_forward_test
+                 SOURCES ${CMAKE_CURRENT_LIST_DIR}/tensor_parallel_forward_test.cc
+                 LIBS kvserve_model kvserve_comm LABELS unit)

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -205,6 +206,56 @@ inline std::string TinyModelGguf(const TinyModelOptions& options = {}) {
   }
   tensor("output_norm.weight", {32});
   if (options.output_weight) tensor("output.weight", {32, 32});
+  return w.Build();
+}
+
+// A one-layer llama GGUF with block-quantized matrices (random blocks with small scales):
+// hidden 512 as 4 heads of 128 and 2 KV heads, ffn 512, vocab 32. Q/K/V, gate and up are Q8_0,
+// o_proj and down_proj Q4_K (256-element blocks), the embedding F16, norms F32.
+inline std::string QuantizedModelGguf() {
+  GgufTestWriter w;
+  w.AddString("general.architecture", "llama");
+  w.AddU32("llama.block_count", 1);
+  w.AddU32("llama.context_length", 64);
+  w.AddU32("llama.embedding_length", 512);
+  w.AddU32("llama.feed_forward_length", 512);
+  w.AddU32("llama.attention.head_count", 4);
+  w.AddU32("llama.attention.head_count_kv", 2);
+  std::vector<std::string> tokens;
+  for (int i = 0; i < 32; ++i) tokens.push_back("t" + std::to_string(i));
+  w.AddStringArray("tokenizer.ggml.tokens", tokens);
+  std::mt19937 rng(17);
+  auto blocks = [&](kernels::DType dtype, int64_t rows, int64_t cols) {
+    const kernels::DTypeInfo info = kernels::GetDTypeInfo(dtype);
+    std::string bytes(kernels::RowBytes(dtype, cols) * rows, '\0');
+    for (char& b : bytes) b = static_cast<char>(rng());
+    for (size_t at = 0; at < bytes.size(); at += info.block_bytes) {
+      const uint16_t scale = kernels::FloatToHalf(0.01f);  // d (and dmin for Q4_K) first
+      std::memcpy(&bytes[at], &scale, 2);
+      if (dtype == kernels::DType::kQ4_K) std::memcpy(&bytes[at + 2], &scale, 2);
+    }
+    return bytes;
+  };
+  std::vector<float> embedding(32 * 512), norm(512, 1.0f);
+  for (size_t i = 0; i < embedding.size(); ++i) embedding[i] = 0.001f * static_cast<float>(i % 97);
+  w.AddF16Tensor("token_embd.weight", {512, 32}, embedding);
+  w.AddF32Tensor("blk.0.attn_norm.weight", {512}, norm);
+  w.AddTensor("blk.0.attn_q.weight", GgmlType::kQ8_0, {512, 512},
+              blocks(kernels::DType::kQ8_0, 512, 512));
+  w.AddTensor("blk.0.attn_k.weight", GgmlType::kQ8_0, {512, 256},
+              blocks(kernels::DType::kQ8_0, 256, 512));
+  w.AddTensor("blk.0.attn_v.weight", GgmlType::kQ8_0, {512, 256},
+              blocks(kernels::DType::kQ8_0, 256, 512));
+  w.AddTensor("blk.0.attn_output.weight", GgmlType::kQ4_K, {512, 512},
+              blocks(kernels::DType::kQ4_K, 512, 512));
+  w.AddF32Tensor("blk.0.ffn_norm.weight", {512}, norm);
+  w.AddTensor("blk.0.ffn_gate.weight", GgmlType::kQ8_0, {512, 512},
+              blocks(kernels::DType::kQ8_0, 512, 512));
+  w.AddTensor("blk.0.ffn_up.weight", GgmlType::kQ8_0, {512, 512},
+              blocks(kernels::DType::kQ8_0, 512, 512));
+  w.AddTensor("blk.0.ffn_down.weight", GgmlType::kQ4_K, {512, 512},
+              blocks(kernels::DType::kQ4_K, 512, 512));
+  w.AddF32Tensor("output_norm.weight", {512}, norm);
   return w.Build();
 }
 

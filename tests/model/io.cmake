@@ -16,6 +16,10 @@ kvserve_add_test(NAME synthetic_weights_test
                  LIBS kvserve_model_io LABELS unit)
 kvserve_add_test(NAME weights_loader_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/weights_loader_test.cc
                  LIBS kvserve_model_io nlohmann_json::nlohmann_json LABELS unit)
+# Shards of every loader (model/tensor_parallel.h).
+kvserve_add_test(NAME tensor_parallel_test
+                 SOURCES ${CMAKE_CURRENT_LIST_DIR}/tensor_parallel_test.cc
+                 LIBS kvserve_model_io kvserve_kernels nlohmann_json::nlohmann_json LABELS unit)
 
 # GGUF parser + config + weights under libFuzzer. Seeds: python3
 # tests/model/gguf_make_fuzz_seeds.py seeds/; then gguf_fuzz -max_total_time=300 corpus/ seeds/.

@@ -100,6 +100,22 @@ TEST_F(LlamaModelTest, CreateRejectsBadLimitsAndBlockSize) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// A rank's shard runs only with its group's communicator (tensor_parallel_forward_test runs it),
+// and lays out a KV pool of its own KV heads.
+TEST(LlamaModelShardTest, ShardedWeightsWantTheirGroupsCommunicator) {
+  auto shard = LoadWeights("synthetic:tiny-tp:seed=3", {.tensor_parallel = {.rank = 1, .size = 2}});
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  auto weights = testing::UploadToCpu(*shard);
+  ASSERT_NE(weights, nullptr);
+  EXPECT_EQ(weights->shard().num_heads, 4);
+  EXPECT_EQ(weights->shard().num_kv_heads, 2);
+  const absl::Status s = LlamaModel::Create(weights.get(), {}, 8).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("tensor-parallel rank 1 of 2, and no communicator was given"),
+            std::string::npos)
+      << s;
+}
+
 TEST_F(LlamaModelTest, ForwardRejectsInconsistentBatches) {
   const std::vector<int32_t> table = {1, 2};
   ForwardBatchBuilder builder(kBlockSize, 2, 64, 8);

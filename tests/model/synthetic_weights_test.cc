@@ -35,7 +35,7 @@ TEST(SyntheticWeightsTest, PresetsAreValidAndUnknownOnesListTheChoices) {
   }
   absl::StatusOr<ModelConfig> unknown = SyntheticConfig("gpt5");
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_NE(unknown.status().message().find("tiny, tiny-qwen2, smollm2-135m, llama3-8b"),
+  EXPECT_NE(unknown.status().message().find("tiny, tiny-qwen2, tiny-tp, smollm2-135m, llama3-8b"),
             absl::string_view::npos)
       << unknown.status();
 }
@@ -58,10 +58,11 @@ TEST(SyntheticWeightsTest, PresetShapesAndParameterCounts) {
   EXPECT_EQ(NumParameters(smollm2), 134515008);
   EXPECT_EQ(NumParameters(*SyntheticConfig("tiny")), 131392);
   EXPECT_EQ(NumParameters(*SyntheticConfig("tiny-qwen2")), 115264);
+  EXPECT_EQ(NumParameters(*SyntheticConfig("tiny-tp")), 361088);
 }
 
 TEST(SyntheticWeightsTest, WeightsMatchTheirShapesAndCount) {
-  for (const char* preset : {"tiny", "tiny-qwen2"}) {
+  for (const char* preset : {"tiny", "tiny-qwen2", "tiny-tp"}) {
     const ModelConfig config = *SyntheticConfig(preset);
     const ModelWeights w = MakeSyntheticWeights(config, 1);
     EXPECT_TRUE(w.Validate().ok()) << preset << ": " << w.Validate();

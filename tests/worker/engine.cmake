@@ -19,3 +19,12 @@ kvserve_add_test(NAME device_runner_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/devic
 kvserve_add_test(NAME gpu_model_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/gpu_model_test.cc
                  LIBS kvserve_engine nlohmann_json::nlohmann_json LABELS gpu TIMEOUT 600)
 set_tests_properties(gpu_model_test PROPERTIES SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+# A tensor-parallel group (ranks as threads, Gloo over loopback) under the real EngineCore,
+# against the unsharded model: unit on a synthetic model, integration on the default one.
+kvserve_add_test(NAME tensor_parallel_engine_test
+                 SOURCES ${CMAKE_CURRENT_LIST_DIR}/tensor_parallel_engine_test.cc
+                 LIBS kvserve_engine kvserve_comm nlohmann_json::nlohmann_json LABELS unit)
+kvserve_add_test(NAME tensor_parallel_model_test
+                 SOURCES ${CMAKE_CURRENT_LIST_DIR}/tensor_parallel_model_test.cc
+                 LIBS kvserve_engine kvserve_comm LABELS integration TIMEOUT 900)
+set_tests_properties(tensor_parallel_model_test PROPERTIES SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
