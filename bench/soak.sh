@@ -9,7 +9,8 @@
 #   SOAK_DURATION_S=120 bench/soak.sh              # a 2-minute smoke run
 # Env: SOAK_DURATION_S (600), SOAK_CONCURRENCY (256), SOAK_PROMPT_LEN (16:64),
 #      SOAK_OUTPUT_LEN (4:16), SOAK_SAMPLE_S (5), SOAK_LANES (8), WORKER_THREADS (1 each),
-#      WORKER_KV_BYTES (268435456 each), LOG_DIR (a fresh temporary folder).
+#      WORKER_KV_BYTES (268435456 each), LOG_DIR (a fresh temporary folder), MALLOC_ARENA_MAX
+#      (2, as in the router's manifest).
 #
 # kvserve-loadgen runs a fixed number of requests, so the load comes from SOAK_LANES loops
 # (8), each running kvserve-loadgen again and again with SOAK_CONCURRENCY / SOAK_LANES streams,
@@ -37,6 +38,7 @@ for binary in "$WORKER" "$ROUTER" "$LOADGEN"; do
   [ -x "$binary" ] || { echo "soak: $binary is missing (cmake --build $BUILD_DIR)" >&2; exit 1; }
 done
 export OPENBLAS_NUM_THREADS=1  # as in the manifests: the worker's own pool only
+export MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2}  # as the router's manifest sets it
 
 pids=()
 lanes=()

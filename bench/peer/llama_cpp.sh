@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Side-by-side with llama.cpp on this machine (not run in CI): builds llama.cpp's llama-bench
+# from the source vendored in the PyPI sdist of llama-cpp-python (pinned) in a scratch folder
+# outside the repository, then measures, in one run and on the same GGUF file and thread count:
+#   llama-bench  pp128, pp512 (prefill) and tg128 (batch-1 decode), 3 repetitions
+#   kvserve      the same through the serving engine (build/tools/kvserve-generate: a random
+#                prompt of 128 / 512 token ids, then 128 decoded tokens, ignore_eos), 3 runs each
+#                in the weights' stored form (--dtype=auto) and in f32
+# and prints tokens/s for both and the ratios kvserve / llama.cpp (medians), with the CPU named.
+#
+#   bench/peer/llama_cpp.sh [BUILD_DIR]           # default: build
+# Env: PEER_DIR (/tmp/kvserve-peer: the sdist, llama.cpp's build), THREADS (2), MODEL (the
+#      default model's cached path), REPS (3).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD_DIR=${1:-build}
+PEER_DIR=${PEER_DIR:-/tmp/kvserve-peer}
+THREADS=${THREADS:-2}
+REPS=${REPS:-3}
+VERSION=0.3.36
+MODEL=${MODEL:-${KVSERVE_CACHE_DIR:-$HOME/.cache/kvserve}/models/SmolLM2-135M-Instruct.Q4_1.gguf}
+GENERATE=$BUILD_DIR/tools/kvserve-generate
+[ -x "$GENERATE" ] || { echo "peer: $GENERATE is missing (cmake --build $BUILD_DIR)" >&2; exit 1; }
+[ -f "$MODEL" ] || { echo "peer: no model at '$MODEL' (set MODEL=...)" >&2; exit 1; }
+
+mkdir -p "$PEER_DIR"
+BENCH=$PEER_DIR/llama.cpp-build/bin/llama-bench
+if [ ! -x "$BENCH" ]; then
+  if [ ! -f "$PEER_DIR/llama_cpp_python-$VERSION.tar.gz" ]; then
+    python3 -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==$VERSION" \
+      -d "$PEER_DIR"
+  fi
+  tar -xzf "$PEER_DIR/llama_cpp_python-$VERSION.tar.gz" -C "$PEER_DIR"
+  src=$PEER_DIR/llama_cpp_python-$VERSION/vendor/llama.cpp
+  cmake -S "$src" -B "$PEER_DIR/llama.cpp-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON >/dev/null
+  cmake --build "$PEER_DIR/llama.cpp-build" -j "$(nproc)" --target llama-bench llama-server
+fi
+
+cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+echo "# $(date -u +%FT%TZ), $cpu, $(nproc) CPUs, $THREADS threads, $(basename "$MODEL")," \
+  "load average $(cut -d' ' -f1-3 /proc/loadavg)"
+export OPENBLAS_NUM_THREADS=1
+out=$PEER_DIR/results.txt
+: >"$out"
+"$BENCH" -m "$MODEL" -t "$THREADS" -p 128,512 -n 128 -r "$REPS" -o json 2>/dev/null |
+  python3 -c 'import json, sys
+for r in json.load(sys.stdin):
+    test = f"pp{r[\"n_prompt\"]}" if r["n_prompt"] else f"tg{r[\"n_gen\"]}"
+    print("llama.cpp", test, r["avg_ts"])' >>"$out"
+for dtype in auto f32; do
+  for prompt in 128 512; do
+    for _ in $(seq "$REPS"); do
+      "$GENERATE" --model="$MODEL" --dtype="$dtype" --threads="$THREADS" --prompt_tokens="$prompt" \
+        --max_tokens=129 --ignore_eos 2>&1 | python3 -c '
+import re, sys
+text = sys.stdin.read()
+pp = re.search(r"prompt: (\d+) tokens in [\d.]+ s = ([\d.]+) tokens/s", text)
+tg = re.search(r"decode: \d+ tokens in [\d.]+ s = ([\d.]+) tokens/s", text)
+print(f"kvserve-{sys.argv[1]} pp{pp.group(1)} {pp.group(2)}")
+if sys.argv[2] == "128":
+    print(f"kvserve-{sys.argv[1]} tg128 {tg.group(1)}")' "$dtype" "$prompt" >>"$out"
+    done
+  done
+done
+python3 - "$out" <<'PY'
+import statistics, sys
+from collections import defaultdict
+runs = defaultdict(list)
+for line in open(sys.argv[1]):
+    who, test, value = line.split()
+    runs[(who, test)].append(float(value))
+med = {key: statistics.median(values) for key, values in runs.items()}
+print(f"{'test':6s} {'llama.cpp':>10s} {'kvserve':>10s} {'ratio':>6s} {'kvserve f32':>12s} {'ratio':>6s}")
+for test in ("pp128", "pp512", "tg128"):
+    base = med.get(("llama.cpp", test))
+    ours = med.get(("kvserve-auto", test))
+    f32 = med.get(("kvserve-f32", test))
+    print(f"{test:6s} {base:10.1f} {ours:10.1f} {ours / base:6.2f} {f32:12.1f} {f32 / base:6.2f}")
+PY
