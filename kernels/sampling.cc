@@ -131,7 +131,7 @@ void Sampler::FillLogprobs(const float* logits, int num_logprobs, SampleResult* 
 SampleResult Sampler::Sample(const float* logits, const SamplingParams& params,
                              const TokenHistory& history, uint64_t token_index) {
   std::copy(logits, logits + vocab_, processed_.begin());
-  ApplyPenalties(params, history);
+  if (!params.penalties_neutral()) ApplyPenalties(params, history);
   SampleResult result;
   if (params.temperature < kGreedyTemperature) {
     result.token = static_cast<int32_t>(std::max_element(processed_.begin(), processed_.end()) -
@@ -139,7 +139,7 @@ SampleResult Sampler::Sample(const float* logits, const SamplingParams& params,
   } else {
     result.token = DrawToken(params, token_index);
   }
-  FillLogprobs(logits, params.num_logprobs, &result);
+  if (params.want_logprobs) FillLogprobs(logits, params.num_logprobs, &result);
   return result;
 }
 

@@ -41,6 +41,14 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;
   uint64_t seed = 0;
   int32_t num_logprobs = 0;  // top-n logprobs to return, 0..kMaxLogprobs
+  // false: no logprobs at all (SampleResult.logprob 0, num_top 0), so no log-softmax pass over
+  // the vocabulary is made for a request that did not ask for them.
+  bool want_logprobs = true;
+
+  // True when no penalty changes any logit (the penalty pass is skipped).
+  bool penalties_neutral() const {
+    return repetition_penalty == 1.0f && presence_penalty == 0.0f && frequency_penalty == 0.0f;
+  }
 };
 
 // The tokens of the sequence so far, for the penalties. Either pointer may be null when its

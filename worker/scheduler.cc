@@ -30,6 +30,7 @@ Sequence* Scheduler::NewSequence(RequestState* request, int32_t choice,
     p.frequency_penalty = s.frequency_penalty;
     p.seed = ChoiceSeed(s.seed, request->choices[choice]->index());
     p.num_logprobs = s.logprobs.value_or(0);
+    p.want_logprobs = s.logprobs.has_value();
     seq->sampling.logprobs = s.logprobs.has_value();
     seq->sampling.num_prompt_tokens =
         static_cast<int32_t>(request->request.prompt_token_ids.size());

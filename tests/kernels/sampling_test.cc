@@ -246,5 +246,44 @@ TEST(SamplerTest, LogprobsAreRawLogSoftmaxSortedAndNormalised) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(r3.top[i].token, r.top[i].token);
 }
 
+TEST(SamplerTest, WithoutLogprobsTheSameTokenIsDrawnAndNoLogprobIsComputed) {
+  std::mt19937 rng(5);
+  const std::vector<float> logits = RandomFloats(50, rng, -3.0f, 3.0f);
+  const std::vector<int32_t> output = {4, 7, 4};
+  for (const float temperature : {0.0f, 0.8f}) {
+    SamplingParams params;
+    params.temperature = temperature;
+    params.frequency_penalty = 0.5f;
+    params.num_logprobs = 5;
+    Sampler sampler(50);
+    const SampleResult with = sampler.Sample(logits.data(), params, {nullptr, 0, output.data(), 3}, 9);
+    params.want_logprobs = false;
+    const SampleResult without =
+        sampler.Sample(logits.data(), params, {nullptr, 0, output.data(), 3}, 9);
+    EXPECT_EQ(without.token, with.token);
+    EXPECT_EQ(without.num_top, 0);
+    EXPECT_EQ(without.logprob, 0.0f);
+    EXPECT_EQ(with.num_top, 5);
+  }
+}
+
+TEST(SamplerTest, NeutralPenaltiesLeaveTheLogitsAsTheyAre) {
+  std::mt19937 rng(6);
+  const std::vector<float> logits = RandomFloats(20, rng, -3.0f, 3.0f);
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  const std::vector<int32_t> output = {3, 3, 5};
+  SamplingParams params;
+  params.temperature = 0.0f;
+  ASSERT_TRUE(params.penalties_neutral());
+  Sampler sampler(20);
+  sampler.Sample(logits.data(), params, {prompt.data(), 3, output.data(), 3}, 0);
+  EXPECT_EQ(sampler.processed_logits(), logits);
+  params.presence_penalty = 0.1f;
+  EXPECT_FALSE(params.penalties_neutral());
+  sampler.Sample(logits.data(), params, {prompt.data(), 3, output.data(), 3}, 0);
+  EXPECT_NE(sampler.processed_logits()[3], logits[3]);
+  EXPECT_EQ(sampler.processed_logits()[0], logits[0]);
+}
+
 }  // namespace
 }  // namespace kvserve::kernels
