@@ -10,6 +10,8 @@ starts N processes on loopback (the leader spawns its followers; Gloo between th
     TP = 1 worker (TP = 3: the default model's 9 query heads and 3 KV heads split 3 or 9 ways): every stream completes with the text of an undisturbed run (the group's
     in-flight requests end UNAVAILABLE and the router migrates them), the leader exits non-zero
     and no process of the group is left.
+  - A follower frozen with SIGSTOP: the next all-reduce times out (--tp_timeout_s), the stream
+    ends UNAVAILABLE, the leader exits non-zero and the frozen rank is killed.
   - SIGTERM to a leader under load: the in-flight streams finish, then every rank exits 0 (the
     leader exits 0 only when each follower did).
 
@@ -23,6 +25,8 @@ import signal
 import sys
 import time
 import unittest
+
+import grpc
 
 import kvserve_e2e
 import router_e2e_lib as lib
@@ -150,6 +154,21 @@ class TensorParallelTest(unittest.TestCase):
         self.assertEqual(children_of(group.process.pid), [])
         self.assertEqual(single.terminate(), 0)
         router.terminate()
+
+    def test_frozen_follower_times_out_unavailable_and_leaves_no_process(self):
+        group = start_group(3, ["--tp_timeout_s=3"])
+        pids = follower_pids(group)
+        stub = lib.generation_stub(group.address)
+        stream = stub.Generate(greedy("A very long tale:", 400), timeout=120)
+        next(stream)
+        os.kill(pids[1], signal.SIGSTOP)  # the next all-reduce waits for it, then times out
+        with self.assertRaises(grpc.RpcError) as raised:
+            for _ in stream:
+                pass
+        self.assertEqual(raised.exception.code(), grpc.StatusCode.UNAVAILABLE,
+                         raised.exception.details())
+        self.assertNotEqual(group.process.wait(60), 0, group.log())
+        self.assertEqual(wait_gone(pids), [])  # SIGKILL reaches a stopped process
 
     def test_sigterm_drains_then_every_rank_exits_0(self):
         group = start_group(3, ["--drain_timeout_s=120"])
