@@ -184,10 +184,9 @@ class TensorParallelTest(unittest.TestCase):
 
         outputs, errors = lib.run_streams(stub, requests, 600, terminate_when_running)
         self.assertTrue(signalled)
-        # Requests the engine had taken finish; one not yet admitted may be refused UNAVAILABLE.
-        finished = [o for o in outputs if o is not None]
-        self.assertGreaterEqual(len(finished), 2, errors)
-        for tokens, _ in finished:
+        # Every stream was in flight (all were sent before the first token came back): all finish.
+        self.assertEqual(errors, [])
+        for tokens, _ in outputs:
             self.assertEqual(len(tokens), 16)
         self.assertEqual(group.process.wait(120), 0, group.log())
         self.assertEqual(wait_gone(pids), [])
