@@ -43,9 +43,12 @@ absl::StatusOr<std::vector<int64_t>> GatherInt64(Communicator& comm, int64_t val
 }  // namespace
 
 TensorParallelRunner::TensorParallelRunner(std::unique_ptr<ModelRunner> runner,
-                                           TimedCommunicator* comm,
+                                           Communicator* control, TimedCommunicator* data,
                                            absl::Duration keepalive_interval)
-    : runner_(std::move(runner)), comm_(comm), keepalive_interval_(keepalive_interval) {
+    : runner_(std::move(runner)),
+      control_(control),
+      data_(data),
+      keepalive_interval_(keepalive_interval) {
   {
     absl::MutexLock lock(&mu_);
     last_send_ = absl::Now();
@@ -57,8 +60,9 @@ TensorParallelRunner::~TensorParallelRunner() { Stop(); }
 
 absl::Status TensorParallelRunner::Fail(absl::Status status) {
   if (failure_.ok() && !status.ok()) {
-    failure_ = absl::Status(status.code(), absl::StrCat("tensor-parallel group of ", comm_->size(),
-                                                        " ranks: ", status.message()));
+    failure_ = absl::Status(
+        status.code(),
+        absl::StrCat("tensor-parallel group of ", control_->size(), " ranks: ", status.message()));
     failed_.store(true, std::memory_order_release);
   }
   return failure_.ok() ? status : failure_;
@@ -83,12 +87,12 @@ absl::Status TensorParallelRunner::Send(const std::function<void(std::string*)>&
   std::memcpy(frame_.data(), &length, kLengthBytes);
   if (frame_.size() < kTpFrameBytes) frame_.resize(kTpFrameBytes, '\0');
   last_send_ = absl::Now();
-  if (absl::Status status = comm_->Broadcast(frame_.data(), kTpFrameBytes, 0); !status.ok()) {
+  if (absl::Status status = control_->Broadcast(frame_.data(), kTpFrameBytes, 0); !status.ok()) {
     return Fail(status);
   }
   if (frame_.size() > kTpFrameBytes) {
     if (absl::Status status =
-            comm_->Broadcast(frame_.data() + kTpFrameBytes, frame_.size() - kTpFrameBytes, 0);
+            control_->Broadcast(frame_.data() + kTpFrameBytes, frame_.size() - kTpFrameBytes, 0);
         !status.ok()) {
       return Fail(status);
     }
@@ -104,7 +108,7 @@ absl::StatusOr<int64_t> TensorParallelRunner::ProfileKvBytes(const RunnerConfig&
     return status;
   }
   absl::StatusOr<int64_t> own = runner_->ProfileKvBytes(config);
-  absl::StatusOr<std::vector<int64_t>> all = GatherInt64(*comm_, own.ok() ? *own : -1);
+  absl::StatusOr<std::vector<int64_t>> all = GatherInt64(*control_, own.ok() ? *own : -1);
   if (!all.ok()) return Fail(all.status());
   if (!own.ok()) return own.status();
   for (size_t rank = 1; rank < all->size(); ++rank) {
@@ -124,7 +128,7 @@ absl::Status TensorParallelRunner::Initialize(const RunnerConfig& config) {
     return status;
   }
   const absl::Status own = runner_->Initialize(config);
-  absl::StatusOr<std::vector<int64_t>> all = GatherInt64(*comm_, own.ok() ? 0 : 1);
+  absl::StatusOr<std::vector<int64_t>> all = GatherInt64(*control_, own.ok() ? 0 : 1);
   if (!all.ok()) return Fail(all.status());
   if (!own.ok()) return own;
   for (size_t rank = 1; rank < all->size(); ++rank) {
@@ -145,9 +149,9 @@ absl::StatusOr<StepResult> TensorParallelRunner::Execute(const StepPlan& plan) {
     return status;
   }
   const absl::Duration broadcast = absl::Now() - start;
-  comm_->TakeAllReduceTime();
+  data_->TakeAllReduceTime();
   absl::StatusOr<StepResult> result = runner_->Execute(plan);
-  const absl::Duration all_reduce = comm_->TakeAllReduceTime();
+  const absl::Duration all_reduce = data_->TakeAllReduceTime();
   if (!result.ok()) {
     // A collective error is the group's; anything else is this rank's alone, but the followers
     // are now a step ahead or behind: the group cannot go on either way.
@@ -179,10 +183,10 @@ void TensorParallelRunner::KeepAliveLoop() {
   }
 }
 
-absl::Status RunTensorParallelFollower(ModelRunner& runner, Communicator& comm) {
+absl::Status RunTensorParallelFollower(ModelRunner& runner, Communicator& control) {
   std::string frame;
   while (true) {
-    absl::StatusOr<TpMessage> message = Receive(comm, frame);
+    absl::StatusOr<TpMessage> message = Receive(control, frame);
     if (!message.ok()) return message.status();
     switch (message->command) {
       case TpCommand::kKeepAlive:
@@ -191,14 +195,14 @@ absl::Status RunTensorParallelFollower(ModelRunner& runner, Communicator& comm) 
         return absl::OkStatus();
       case TpCommand::kProfile: {
         absl::StatusOr<int64_t> bytes = runner.ProfileKvBytes(message->config);
-        absl::StatusOr<std::vector<int64_t>> all = GatherInt64(comm, bytes.ok() ? *bytes : -1);
+        absl::StatusOr<std::vector<int64_t>> all = GatherInt64(control, bytes.ok() ? *bytes : -1);
         if (!bytes.ok()) return bytes.status();
         if (!all.ok()) return all.status();
         break;
       }
       case TpCommand::kInitialize: {
         const absl::Status status = runner.Initialize(message->config);
-        absl::StatusOr<std::vector<int64_t>> all = GatherInt64(comm, status.ok() ? 0 : 1);
+        absl::StatusOr<std::vector<int64_t>> all = GatherInt64(control, status.ok() ? 0 : 1);
         if (!status.ok()) return status;
         if (!all.ok()) return all.status();
         break;

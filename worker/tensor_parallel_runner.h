@@ -9,6 +9,10 @@
 // and takes the smallest, and Initialize sends the leader's block count, so every rank holds the
 // same number of blocks and the leader's block tables hold everywhere.
 //
+// Two communicators of the same group: `control` carries the messages (host buffers: Gloo, on
+// every device) and `data` is the model's (the same Gloo one on the CPU, NCCL on CUDA); the
+// leader times the model's all-reduces on `data`.
+//
 // Wire: a message is broadcast from rank 0 in a frame of kTpFrameBytes (a 4-byte length, then
 // the message); a message longer than the frame (a plan with long prompts) sends its rest in a
 // second broadcast. One collective per decode step, and no second channel to set up, watch and
@@ -53,10 +57,11 @@ using TpStepSink = std::function<void(absl::Duration broadcast, absl::Duration a
 
 class TensorParallelRunner final : public ModelRunner {
  public:
-  // runner: the leader's (rank 0) runner over `comm`, which wraps the group's communicator
-  // (borrowed; it must outlive this). Starts the keep-alive thread.
-  TensorParallelRunner(std::unique_ptr<ModelRunner> runner, TimedCommunicator* comm,
-                       absl::Duration keepalive_interval);
+  // runner: the leader's (rank 0) runner, whose model all-reduces over `data`; `control`
+  // carries the messages (both borrowed; they must outlive this; they may be one object).
+  // Starts the keep-alive thread.
+  TensorParallelRunner(std::unique_ptr<ModelRunner> runner, Communicator* control,
+                       TimedCommunicator* data, absl::Duration keepalive_interval);
   // Stop()s.
   ~TensorParallelRunner() override;
 
@@ -91,12 +96,13 @@ class TensorParallelRunner final : public ModelRunner {
   void KeepAliveLoop();
 
   std::unique_ptr<ModelRunner> runner_;
-  TimedCommunicator* const comm_;
+  Communicator* const control_;
+  TimedCommunicator* const data_;
   const absl::Duration keepalive_interval_;
   std::thread keepalive_thread_;
   std::atomic<bool> failed_{false};
 
-  // Guards the communicator: one message or step at a time.
+  // Guards the communicators: one message or step at a time.
   mutable absl::Mutex mu_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
@@ -106,9 +112,9 @@ class TensorParallelRunner final : public ModelRunner {
 };
 
 // A follower's life after it joined the group and loaded its shard: receive each message from
-// rank 0 and run it on `runner` until kStop (then OK). Returns the first error: a collective's
-// (the leader or another rank is gone or frozen), or the runner's.
-absl::Status RunTensorParallelFollower(ModelRunner& runner, Communicator& comm);
+// rank 0 over `control` and run it on `runner` until kStop (then OK). Returns the first error: a
+// collective's (the leader or another rank is gone or frozen), or the runner's.
+absl::Status RunTensorParallelFollower(ModelRunner& runner, Communicator& control);
 
 }  // namespace kvserve
 

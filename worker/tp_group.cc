@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "comm/gloo_communicator.h"
+#include "comm/nccl_communicator.h"
 #include "kernels/backend_factory.h"
 #include "worker/worker_options.h"
 
@@ -42,16 +43,31 @@ CommOptions CommOptionsOf(const TpGroupOptions& options, std::string leader_addr
   return comm;
 }
 
-// On CUDA the group's collectives would be NCCL's, made on the rank's own backend; the runner
-// factory makes that backend itself, so this is not wired yet.
-absl::Status CheckDevice(const TpGroupOptions& options, const RunnerFactoryOptions& runner) {
-  if (options.size > 1 && kernels::IsCudaDevice(runner.device)) {
-    return absl::UnimplementedError(absl::StrCat(
-        "--tensor_parallel_size=", options.size, " on --device=", runner.device,
-        ": a CUDA group needs the NCCL communicator on each rank's backend, which the runner "
-        "factory does not make yet; run the group on the CPU"));
+// The runner options of rank options.rank: its shard, its model's all-reduces timed through
+// *timed. On the CPU they go over `gloo` (the control communicator too); on CUDA over an NCCL
+// communicator made on the rank's backend once the factory has it, kept in *nccl. `store`:
+// rank 0's rendezvous store (still running), null on the other ranks.
+RunnerFactoryOptions ShardOptions(const TpGroupOptions& options, const std::string& leader_address,
+                                  StoreServer* store, RunnerFactoryOptions runner,
+                                  Communicator* gloo, std::unique_ptr<Communicator>* nccl,
+                                  std::unique_ptr<TimedCommunicator>* timed) {
+  runner.tensor_parallel = {.rank = options.rank, .size = options.size, .comm = nullptr};
+  if (!kernels::IsCudaDevice(runner.device)) {
+    *timed = std::make_unique<TimedCommunicator>(gloo);
+    runner.tensor_parallel.comm = timed->get();
+    return runner;
   }
-  return absl::OkStatus();
+  CommOptions comm = CommOptionsOf(options, leader_address);
+  comm.server = store;
+  runner.make_comm = [comm, nccl,
+                      timed](kernels::Backend* backend) -> absl::StatusOr<Communicator*> {
+    absl::StatusOr<std::unique_ptr<Communicator>> made = CreateNcclCommunicator(comm, backend);
+    if (!made.ok()) return made.status();
+    *nccl = *std::move(made);
+    *timed = std::make_unique<TimedCommunicator>(nccl->get());
+    return timed->get();
+  };
+  return runner;
 }
 
 // The engine's handle on a runner the group shares.
@@ -112,7 +128,6 @@ absl::StatusOr<std::unique_ptr<TpGroup>> TpGroup::Start(const TpGroupOptions& op
       options.size > 1 && spawn ? std::max(1, total_threads / options.size) : runner.num_threads;
   std::unique_ptr<TpGroup> group(new TpGroup(options, share));
   if (options.size == 1) return group;
-  if (absl::Status s = CheckDevice(options, runner); !s.ok()) return s;
 
   TpGroupOptions leader = options;
   if (spawn && leader.hostname.empty()) leader.hostname = kLocalHost;
@@ -149,7 +164,7 @@ absl::StatusOr<std::unique_ptr<TpGroup>> TpGroup::Start(const TpGroupOptions& op
                                      " did not form: ", joined.status().message()));
   }
   group->comm_ = *std::move(joined);
-  group->timed_comm_ = std::make_unique<TimedCommunicator>(group->comm_.get());
+  group->leader_address_ = address;
   std::cout << "kvserve-worker tensor_parallel_size=" << options.size << " leader=" << address;
   if (group->followers_ != nullptr) {
     std::cout << " follower_pids=" << absl::StrJoin(group->followers_->pids(), ",");
@@ -160,16 +175,18 @@ absl::StatusOr<std::unique_ptr<TpGroup>> TpGroup::Start(const TpGroupOptions& op
 
 TpGroup::~TpGroup() { Kill(); }
 
-RunnerFactoryOptions TpGroup::RankOptions(RunnerFactoryOptions options) const {
+RunnerFactoryOptions TpGroup::RankOptions(RunnerFactoryOptions options) {
   options.num_threads = threads_per_rank_;
-  options.tensor_parallel = {.rank = 0, .size = options_.size, .comm = timed_comm_.get()};
-  return options;
+  if (options_.size == 1) return options;
+  return ShardOptions(options_, leader_address_, store_.get(), std::move(options), comm_.get(),
+                      &data_comm_, &timed_comm_);
 }
 
 std::unique_ptr<ModelRunner> TpGroup::WrapRunner(std::unique_ptr<ModelRunner> runner) {
   if (options_.size == 1) return runner;
   const absl::Duration keepalive = std::min(absl::Seconds(1), options_.timeout() / 4);
-  runner_ = std::make_shared<TensorParallelRunner>(std::move(runner), timed_comm_.get(), keepalive);
+  runner_ = std::make_shared<TensorParallelRunner>(std::move(runner), comm_.get(),
+                                                   timed_comm_.get(), keepalive);
   return std::make_unique<SharedRunner>(runner_);
 }
 
@@ -211,13 +228,13 @@ void TpGroup::Kill() {
 
 absl::Status RunTensorParallelFollowerProcess(const TpGroupOptions& options,
                                               const RunnerFactoryOptions& runner) {
-  if (absl::Status s = CheckDevice(options, runner); !s.ok()) return s;
   absl::StatusOr<std::unique_ptr<Communicator>> comm =
       CreateGlooCommunicator(CommOptionsOf(options, options.leader_address));
   if (!comm.ok()) return comm.status();
-  RunnerFactoryOptions rank_options = runner;
-  rank_options.tensor_parallel = {.rank = options.rank, .size = options.size, .comm = comm->get()};
-  absl::StatusOr<CreatedRunner> created = CreateLlamaRunner(rank_options);
+  std::unique_ptr<Communicator> nccl;  // outlive the runner
+  std::unique_ptr<TimedCommunicator> timed;
+  absl::StatusOr<CreatedRunner> created = CreateLlamaRunner(
+      ShardOptions(options, options.leader_address, nullptr, runner, comm->get(), &nccl, &timed));
   if (!created.ok()) return created.status();
   std::cout << "kvserve-worker tp_rank=" << options.rank << " of " << options.size
             << " device=" << created->backend_name << " weights=" << created->weight_types << " ("

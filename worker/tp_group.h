@@ -6,7 +6,10 @@
 // own arguments plus --tp_rank=r, --tp_leader_address=<the store>, --tp_hostname=127.0.0.1, its
 // share of the CPU threads and, on CUDA, device cuda:<first + r>. With --tp_leader_address set,
 // the store listens there and the followers are started by hand (a group across hosts). Every
-// rank then joins the Gloo communicator (bounded by --tp_timeout_s) and loads only its shard.
+// rank then joins the Gloo communicator (bounded by --tp_timeout_s), which carries the leader's
+// messages and, on the CPU, the model's all-reduces; on CUDA the runner factory then makes an
+// NCCL communicator on the rank's backend (through the same store) for the model. Each rank
+// loads only its shard.
 //
 // Serving. The leader's runner becomes a TensorParallelRunner (tensor_parallel_runner.h) that
 // sends each step to the followers; its broadcast and all-reduce times go to WorkerMetrics.
@@ -65,8 +68,9 @@ class TpGroup {
   // Kill()s what is still running.
   ~TpGroup();
 
-  // The leader's runner options: its shard of the group, its share of the threads.
-  RunnerFactoryOptions RankOptions(RunnerFactoryOptions options) const;
+  // The leader's runner options: its shard of the group, its share of the threads, and (CUDA)
+  // the NCCL communicator the factory makes on its backend. Call once.
+  RunnerFactoryOptions RankOptions(RunnerFactoryOptions options);
   // The leader's runner as the engine must drive it (the TensorParallelRunner over `runner`).
   std::unique_ptr<ModelRunner> WrapRunner(std::unique_ptr<ModelRunner> runner);
   // Sends each step's broadcast and all-reduce times to `metrics` (borrowed; until Stop/Kill).
@@ -89,8 +93,10 @@ class TpGroup {
   const int32_t threads_per_rank_;
   std::unique_ptr<StoreServer> store_;
   std::unique_ptr<FollowerProcesses> followers_;  // spawned ranks; null when started by hand
-  std::unique_ptr<Communicator> comm_;
-  std::unique_ptr<TimedCommunicator> timed_comm_;
+  std::string leader_address_;                    // the store's
+  std::unique_ptr<Communicator> comm_;       // Gloo: the control messages; the model's on the CPU
+  std::unique_ptr<Communicator> data_comm_;  // CUDA: NCCL, the model's all-reduces
+  std::unique_ptr<TimedCommunicator> timed_comm_;  // the model's communicator, timed
   // Shared with the engine (through a forwarding runner), so that Stop and Kill may run after
   // the engine is gone; destroyed before the communicators it uses.
   std::shared_ptr<TensorParallelRunner> runner_;

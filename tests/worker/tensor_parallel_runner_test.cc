@@ -138,7 +138,8 @@ class Group {
     timed_ = std::make_unique<TimedCommunicator>(comms_[0].get());
     auto leader = std::make_unique<RecordingRunner>(1000);
     leader_runner_ = leader.get();
-    leader_ = std::make_unique<TensorParallelRunner>(std::move(leader), timed_.get(), keepalive);
+    leader_ = std::make_unique<TensorParallelRunner>(std::move(leader), comms_[0].get(),
+                                                     timed_.get(), keepalive);
     followers_.resize(size - 1);
     status_.resize(size - 1);
     for (int rank = 1; rank < size; ++rank) {
