@@ -12,6 +12,7 @@ starts N processes on loopback (the leader spawns its followers; Gloo between th
     and no process of the group is left.
   - A follower frozen with SIGSTOP: the next all-reduce times out (--tp_timeout_s), the stream
     ends UNAVAILABLE, the leader exits non-zero and the frozen rank is killed.
+  - kill -9 of the leader: its followers die with it (the kernel's parent-death signal).
   - SIGTERM to a leader under load: the in-flight streams finish, then every rank exits 0 (the
     leader exits 0 only when each follower did).
 
@@ -169,6 +170,13 @@ class TensorParallelTest(unittest.TestCase):
                          raised.exception.details())
         self.assertNotEqual(group.process.wait(60), 0, group.log())
         self.assertEqual(wait_gone(pids), [])  # SIGKILL reaches a stopped process
+
+    def test_followers_die_with_a_killed_leader(self):
+        group = start_group(3)
+        pids = follower_pids(group)
+        group.process.send_signal(signal.SIGKILL)
+        group.process.wait(30)
+        self.assertEqual(wait_gone(pids, timeout_s=10), [])  # PR_SET_PDEATHSIG
 
     def test_sigterm_drains_then_every_rank_exits_0(self):
         group = start_group(3, ["--drain_timeout_s=120"])
