@@ -201,11 +201,23 @@ void Engine::Loop() {
     if (!failed_engine_) {
       if (absl::Status status = core_->Step(); !status.ok()) {
         failed_engine_ = true;
-        // A runner failure is the worker's, not the request's: INTERNAL, or RESOURCE_EXHAUSTED
-        // when the device ran out of memory (the router migrates both).
-        const absl::StatusCode code = status.code() == absl::StatusCode::kResourceExhausted
-                                          ? absl::StatusCode::kResourceExhausted
-                                          : absl::StatusCode::kInternal;
+        // A runner failure is the worker's, not the request's: UNAVAILABLE when a rank of a
+        // tensor-parallel group is gone or timed out (UNAVAILABLE / DEADLINE_EXCEEDED from the
+        // communicator; DEADLINE_EXCEEDED would read as the client's own deadline),
+        // RESOURCE_EXHAUSTED when the device ran out of memory, else INTERNAL (the router
+        // migrates all three).
+        absl::StatusCode code = absl::StatusCode::kInternal;
+        switch (status.code()) {
+          case absl::StatusCode::kResourceExhausted:
+            code = absl::StatusCode::kResourceExhausted;
+            break;
+          case absl::StatusCode::kUnavailable:
+          case absl::StatusCode::kDeadlineExceeded:
+            code = absl::StatusCode::kUnavailable;
+            break;
+          default:
+            break;
+        }
         // Say so first (Submit refuses, health turns NOT_SERVING), then end the requests: a
         // router that retries one elsewhere must not pick this worker again.
         std::function<void(const absl::Status&)> listener;

@@ -18,6 +18,8 @@ add_library(kvserve_engine STATIC
   ${CMAKE_CURRENT_LIST_DIR}/scheduler.cc
   ${CMAKE_CURRENT_LIST_DIR}/status_subscription.cc
   ${CMAKE_CURRENT_LIST_DIR}/stop_checker.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tensor_parallel_runner.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tp_messages.cc
 )
 target_include_directories(kvserve_engine PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(kvserve_engine

@@ -94,7 +94,8 @@ class Engine {
   void Shutdown();
 
   // Called once, on the engine thread, when the runner fails in a step (then every live request
-  // has ended with INTERNAL or RESOURCE_EXHAUSTED, and Submit answers UNAVAILABLE). Set it
+  // has ended with INTERNAL, UNAVAILABLE (a tensor-parallel rank gone or timed out) or
+  // RESOURCE_EXHAUSTED, and Submit answers UNAVAILABLE). Set it
   // before Start.
   void SetFailureListener(std::function<void(const absl::Status&)> listener);
   // The runner's error once the engine failed; OK before.

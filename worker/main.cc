@@ -9,6 +9,11 @@
 // "kvserve-worker http_port=N", and then
 // "kvserve-worker ready" on stdout once serving (port 0 picks a free port). SIGTERM or SIGINT
 // drains (see worker_server.h) and exits 0.
+//
+// --tensor_parallel_size=N runs a worker group (worker/tp_group.h): this process is rank 0, the
+// leader, and serves; it starts ranks 1..N-1 as children of the same binary, which serve
+// nothing and run the leader's steps on their shards. When a rank fails, the leader ends its
+// requests with UNAVAILABLE, stops the others and exits 1.
 #include <signal.h>
 
 #include <cstdio>
@@ -28,6 +33,7 @@
 #include "model/tokenizer.h"
 #include "worker/fault_injecting_runner.h"
 #include "worker/runner_factory.h"
+#include "worker/tp_group.h"
 #include "worker/worker_options.h"
 #include "worker/worker_server.h"
 
@@ -67,6 +73,23 @@ ABSL_FLAG(std::string, tls_ca, "", "PEM CA: require client certificates signed b
 ABSL_FLAG(double, drain_timeout_s, 30.0, "On SIGTERM, seconds in-flight requests may take");
 ABSL_FLAG(std::string, worker_id, "", "Name in StreamStatus (default: the bound host:port)");
 ABSL_FLAG(int32_t, num_threads, 0, "CPU kernel threads (0: one per core)");
+ABSL_FLAG(int32_t, tensor_parallel_size, 1,
+          "Ranks of the worker group, one process each (CPU: each gets its share of "
+          "--num_threads; CUDA: rank r uses device r). Rank 0 serves and, unless "
+          "--tp_leader_address is set, starts ranks 1..N-1 itself");
+ABSL_FLAG(int32_t, tp_rank, 0,
+          "This process's rank in the group; > 0: a follower, which serves nothing and joins "
+          "--tp_leader_address (set by the leader for the ranks it starts; by hand for groups "
+          "across hosts)");
+ABSL_FLAG(std::string, tp_leader_address, "",
+          "host:port of the leader's rendezvous store. Followers: required. Rank 0: listen there "
+          "and wait for followers started by hand; empty: 127.0.0.1 on a free port, followers "
+          "started by the leader");
+ABSL_FLAG(std::string, tp_hostname, "",
+          "Address this rank's connections to the other ranks use (empty: 127.0.0.1 for a "
+          "group the leader starts, else this host's name)");
+ABSL_FLAG(double, tp_timeout_s, 30.0,
+          "Seconds a collective (or the group's start-up) may take before the group is failed");
 ABSL_FLAG(int64_t, fault_fail_step, 0,
           "TESTING AID ONLY, never in production: the model runner fails from engine step N on "
           "(its in-flight requests end with INTERNAL, health turns NOT_SERVING); 0: off");
@@ -80,6 +103,11 @@ int Fail(const absl::Status& status) {
   std::cerr << "kvserve-worker: " << status << std::endl;
   return status.code() == absl::StatusCode::kFailedPrecondition ? 2 : 1;
 }
+
+// argv[1..], which the leader gives its followers.
+std::vector<std::string> g_args;
+
+bool RunFollower(const TpGroupOptions& tp, const RunnerFactoryOptions& runner_options);
 
 int Run() {
   WorkerOptions options;
@@ -111,6 +139,14 @@ int Run() {
   options.http_api_key = absl::GetFlag(FLAGS_http_api_key);
   options.http_model_aliases = absl::GetFlag(FLAGS_http_model_aliases);
   if (absl::Status s = options.Validate(); !s.ok()) return Fail(s);
+  TpGroupOptions tp{.size = absl::GetFlag(FLAGS_tensor_parallel_size),
+                    .rank = absl::GetFlag(FLAGS_tp_rank),
+                    .leader_address = absl::GetFlag(FLAGS_tp_leader_address),
+                    .hostname = absl::GetFlag(FLAGS_tp_hostname),
+                    .timeout_s = absl::GetFlag(FLAGS_tp_timeout_s)};
+  if (absl::Status s = tp.Validate(); !s.ok()) return Fail(s);
+  options.tensor_parallel_size = tp.size;
+  if (tp.rank > 0) return RunFollower(tp, runner_options) ? 0 : 1;
 
   // Every thread started from here on inherits the blocked signals; main waits for them.
   sigset_t signals;
@@ -119,7 +155,10 @@ int Run() {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  absl::StatusOr<CreatedRunner> created = CreateLlamaRunner(runner_options);
+  // A group: start the followers (before any thread but the store's) and join them.
+  absl::StatusOr<std::unique_ptr<TpGroup>> group = TpGroup::Start(tp, runner_options, g_args);
+  if (!group.ok()) return Fail(group.status());
+  absl::StatusOr<CreatedRunner> created = CreateLlamaRunner((*group)->RankOptions(runner_options));
   if (!created.ok()) {
     const absl::Status& status = created.status();
     if (status.code() == absl::StatusCode::kNotFound ||
@@ -134,7 +173,7 @@ int Run() {
             << " weights=" << created->weight_types << " ("
             << created->weight_bytes << " bytes) kv_cache=" << KvDtypeName(created->kv_dtype)
             << std::endl;
-  std::unique_ptr<ModelRunner> model_runner = std::move(created->runner);
+  std::unique_ptr<ModelRunner> model_runner = (*group)->WrapRunner(std::move(created->runner));
   if (const int64_t fail_step = absl::GetFlag(FLAGS_fault_fail_step); fail_step > 0) {
     model_runner = std::make_unique<FaultInjectingRunner>(std::move(model_runner), fail_step);
   }
@@ -142,6 +181,7 @@ int Run() {
   absl::StatusOr<std::unique_ptr<WorkerServer>> server =
       WorkerServer::Start(options, std::move(model_runner), *std::move(tokenizer), created->config);
   if (!server.ok()) return Fail(server.status());
+  (*group)->ReportTo(&(*server)->metrics());
   std::cout << "kvserve-worker grpc_port=" << (*server)->grpc_port() << "\n"
             << "kvserve-worker metrics_port=" << (*server)->metrics_port() << "\n";
   if ((*server)->http_port() >= 0) {
@@ -151,15 +191,41 @@ int Run() {
             << "kvserve-worker kv_blocks=" << (*server)->num_kv_blocks() << "\n"
             << "kvserve-worker ready" << std::endl;
 
+  // Wait for a signal, or (a group) for a rank to fail.
   int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  absl::Status group_failure;
+  while (signal_number <= 0) {
+    const timespec poll{.tv_sec = 0, .tv_nsec = 100 * 1000 * 1000};
+    signal_number = sigtimedwait(&signals, nullptr, &poll);
+    if (signal_number <= 0 && !(group_failure = (*group)->Health()).ok()) break;
+  }
+  if (!group_failure.ok()) {
+    // Ends what is in flight with UNAVAILABLE (the router migrates it), then the other ranks.
+    std::cerr << "kvserve-worker: " << group_failure << "; stopping the group" << std::endl;
+    (*server)->Drain(absl::ZeroDuration());
+    (*group)->Kill();
+    server->reset();
+    return 1;
+  }
   std::cout << "kvserve-worker draining (signal " << signal_number << ")" << std::endl;
   const bool clean = (*server)->Drain(absl::Seconds(options.drain_timeout_s));
   std::cout << "kvserve-worker stopped"
             << (clean ? "" : " (drain timeout: unfinished requests ended with UNAVAILABLE)")
             << std::endl;
+  const bool group_clean = (*group)->Stop();  // before the runner (in the server) goes
   server->reset();
-  return 0;
+  return group_clean ? 0 : 1;
+}
+
+// A follower: join the group, load the shard, run the leader's steps until told to stop.
+bool RunFollower(const TpGroupOptions& tp, const RunnerFactoryOptions& runner_options) {
+  absl::Status status = RunTensorParallelFollowerProcess(tp, runner_options);
+  if (!status.ok()) {
+    std::cerr << "kvserve-worker tp_rank=" << tp.rank << ": " << status << std::endl;
+    return false;
+  }
+  std::cout << "kvserve-worker tp_rank=" << tp.rank << " stopped" << std::endl;
+  return true;
 }
 
 }  // namespace
@@ -167,6 +233,7 @@ int Run() {
 
 int main(int argc, char** argv) {
   kvserve::SetProgramUsage("Serves an LLM over gRPC (kvserve.v1) with Prometheus metrics.");
+  kvserve::g_args.assign(argv + 1, argv + argc);
   absl::ParseCommandLine(argc, argv);
   return kvserve::Run();
 }

@@ -94,6 +94,14 @@ WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry
                               {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192});
   step_sequences_ = AddHistogram(r, "kvserve_step_sequences", "Sequences batched in one step.",
                                  {1, 2, 4, 8, 16, 32, 64, 128, 256});
+  const Histogram::BucketBoundaries tp_buckets = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+                                                  0.005,   0.01,   0.025,   0.05,   0.1,   0.25};
+  tp_plan_broadcast_ = AddHistogram(
+      r, "kvserve_tp_plan_broadcast_seconds",
+      "Tensor-parallel leader: time to broadcast one step's plan to the followers.", tp_buckets);
+  tp_allreduce_ = AddHistogram(
+      r, "kvserve_tp_allreduce_seconds",
+      "Tensor-parallel leader: all-reduce time of one step (the sum over its calls).", tp_buckets);
   for (const char* reason : {"stop", "stop_string", "length", "abort", "cancelled"}) {
     FinishedCounter(reason);  // every reason present from the start, so rate() works at once
   }
@@ -138,6 +146,11 @@ void WorkerMetrics::OnStep(const StepMetrics& step) {
   step_sequences_->Observe(step.num_seqs);
   requests_running_->Set(step.num_running_requests);
   requests_waiting_->Set(step.num_waiting_requests);
+}
+
+void WorkerMetrics::RecordTensorParallelStep(absl::Duration broadcast, absl::Duration all_reduce) {
+  tp_plan_broadcast_->Observe(Seconds(broadcast));
+  tp_allreduce_->Observe(Seconds(all_reduce));
 }
 
 void WorkerMetrics::OnRequestFinished(const RequestMetrics& request) {

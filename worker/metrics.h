@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "prometheus/collectable.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -52,6 +53,10 @@ class WorkerMetrics : public EngineObserver, public prometheus::Collectable {
 
   // A request refused before reaching the engine (validation, draining, full queue).
   void RecordRejected(absl::StatusCode code);
+
+  // One step of a tensor-parallel group (leader): the plan broadcast to the followers and the
+  // step's all-reduce time (the sum over its calls).
+  void RecordTensorParallelStep(absl::Duration broadcast, absl::Duration all_reduce);
 
   // EngineObserver.
   void OnStep(const StepMetrics& step) override;
@@ -102,6 +107,8 @@ class WorkerMetrics : public EngineObserver, public prometheus::Collectable {
   prometheus::Histogram* step_duration_;
   prometheus::Histogram* step_tokens_;
   prometheus::Histogram* step_sequences_;
+  prometheus::Histogram* tp_plan_broadcast_;
+  prometheus::Histogram* tp_allreduce_;
 };
 
 }  // namespace kvserve

@@ -32,6 +32,12 @@ absl::StatusOr<CreatedRunner> CreateLlamaRunner(const RunnerFactoryOptions& opti
     }
     return absl::FailedPreconditionError(absl::StrCat("device ", options.device, ": ", error));
   }
+  TensorParallel tensor_parallel = options.tensor_parallel;
+  if (options.make_comm) {
+    absl::StatusOr<Communicator*> comm = options.make_comm(backend.get());
+    if (!comm.ok()) return comm.status();
+    tensor_parallel.comm = *comm;
+  }
   CreatedRunner created;
   created.backend_name = backend->name();
   created.weight_dtype = *dtype;
@@ -43,7 +49,7 @@ absl::StatusOr<CreatedRunner> CreateLlamaRunner(const RunnerFactoryOptions& opti
     const bool keep_stored = !on_gpu && options.dtype == "auto";
     absl::StatusOr<ModelWeights> host =  // dropped after the upload
         LoadWeights(options.model,
-                    {.keep_stored_types = keep_stored, .tensor_parallel = options.tensor_parallel});
+                    {.keep_stored_types = keep_stored, .tensor_parallel = tensor_parallel});
     if (!host.ok()) {
       return absl::Status(host.status().code(), absl::StrCat("model: ", host.status().message()));
     }
@@ -59,9 +65,8 @@ absl::StatusOr<CreatedRunner> CreateLlamaRunner(const RunnerFactoryOptions& opti
       std::fprintf(stderr,
                    "kvserve: tensor-parallel rank %d of %d: %d matrices (%s, ...) have column "
                    "slices off their block boundaries; converted to %s at load\n",
-                   options.tensor_parallel.rank, options.tensor_parallel.size,
-                   created.num_converted_for_shard, host->decoded_for_shard.front().c_str(),
-                   kernels::DTypeName(*dtype));
+                   tensor_parallel.rank, tensor_parallel.size, created.num_converted_for_shard,
+                   host->decoded_for_shard.front().c_str(), kernels::DTypeName(*dtype));
     }
     absl::StatusOr<std::unique_ptr<DeviceWeights>> uploaded =
         DeviceWeights::Upload(*host, std::move(backend), *dtype);
@@ -73,7 +78,7 @@ absl::StatusOr<CreatedRunner> CreateLlamaRunner(const RunnerFactoryOptions& opti
       std::move(weights), {.kv_dtype = *kv_dtype,
                            .memory_utilization = options.gpu_memory_utilization,
                            .enforce_eager = options.enforce_eager,
-                           .comm = options.tensor_parallel.comm});
+                           .comm = tensor_parallel.comm});
   if (!runner.ok()) return runner.status();
   created.runner = *std::move(runner);
   return created;

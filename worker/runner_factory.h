@@ -8,10 +8,12 @@
 #define KVSERVE_WORKER_RUNNER_FACTORY_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "kernels/kernels.h"
 #include "model/model_config.h"
 #include "model/tensor_parallel.h"
 #include "worker/llama_model_runner.h"
@@ -31,6 +33,10 @@ struct RunnerFactoryOptions {
   // This process's rank of a tensor-parallel group (model/tensor_parallel.h): only its share
   // of the weights is loaded, and comm (borrowed; it must outlive the runner) is the group's.
   TensorParallel tensor_parallel = {};
+  // When set, makes the group's communicator once the rank's backend exists (a CUDA rank's
+  // NCCL communicator works on its backend's stream) and replaces tensor_parallel.comm with it.
+  // The communicator is the caller's (borrowed; it must outlive the runner).
+  std::function<absl::StatusOr<Communicator*>(kernels::Backend* backend)> make_comm = nullptr;
 };
 
 struct CreatedRunner {

@@ -6,17 +6,19 @@ add_library(kvserve_worker STATIC
   ${CMAKE_CURRENT_LIST_DIR}/generate_reactor.cc
   ${CMAKE_CURRENT_LIST_DIR}/generation_service.cc
   ${CMAKE_CURRENT_LIST_DIR}/http_backend.cc
+  ${CMAKE_CURRENT_LIST_DIR}/follower_processes.cc
   ${CMAKE_CURRENT_LIST_DIR}/metrics.cc
   ${CMAKE_CURRENT_LIST_DIR}/proto_conversion.cc
   ${CMAKE_CURRENT_LIST_DIR}/serving_context.cc
   ${CMAKE_CURRENT_LIST_DIR}/status_reactor.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tp_group.cc
   ${CMAKE_CURRENT_LIST_DIR}/worker_options.cc
   ${CMAKE_CURRENT_LIST_DIR}/worker_server.cc
   ${CMAKE_CURRENT_LIST_DIR}/worker_service.cc
 )
 target_include_directories(kvserve_worker PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(kvserve_worker
-  PUBLIC kvserve_api kvserve_http kvserve_engine kvserve_proto kvserve_kv_events_proto kvserve_tokenizer kvserve_model
+  PUBLIC kvserve_api kvserve_http kvserve_engine kvserve_comm kvserve_proto kvserve_kv_events_proto kvserve_tokenizer kvserve_model
          gRPC::grpc++
          gRPC::grpc++_reflection
          prometheus-cpp::core prometheus-cpp::pull

@@ -19,7 +19,7 @@ absl::Status Draining() {
 
 ServingContext::ServingContext(Engine* engine, const Tokenizer* tokenizer,
                                const ModelConfig& config, std::string worker_id,
-                               WorkerMetrics* metrics)
+                               WorkerMetrics* metrics, int32_t tensor_parallel_size)
     : engine_(engine), tokenizer_(tokenizer), metrics_(metrics) {
   if (tokenizer_ != nullptr && !tokenizer_->chat_template().empty()) {
     absl::StatusOr<ChatTemplate> chat = ChatTemplate::FromJinja(tokenizer_->chat_template());
@@ -57,11 +57,12 @@ ServingContext::ServingContext(Engine* engine, const Tokenizer* tokenizer,
         chat_template_->format() == ChatFormat::kChatMl ? "chatml" : "llama3");
   }
   *model_info_.mutable_limits() = ToProtoLimits(limits_);
+  model_info_.set_tensor_parallel_size(tensor_parallel_size);
 
   absl::MutexLock lock(&identity_mu_);
   identity_.set_worker_id(std::move(worker_id));
   identity_.set_model_name(config.name);
-  identity_.set_tensor_parallel_size(1);
+  identity_.set_tensor_parallel_size(tensor_parallel_size);
 }
 
 void ServingContext::SetWorkerId(std::string worker_id) {

@@ -46,8 +46,9 @@ class ServingContext {
  public:
   // `tokenizer` may be null (token-id input only); `config` describes the served model.
   // The limits follow the engine: context_length = engine->max_context_len() and the pool size.
+  // tensor_parallel_size: ranks of the worker group (WorkerIdentity, ModelInfo).
   ServingContext(Engine* engine, const Tokenizer* tokenizer, const ModelConfig& config,
-                 std::string worker_id, WorkerMetrics* metrics);
+                 std::string worker_id, WorkerMetrics* metrics, int32_t tensor_parallel_size = 1);
 
   // Generation.Generate: validate, tokenize, submit.
   absl::StatusOr<StartedRequest> StartGenerate(const kvserve::v1::GenerateRequest& request);

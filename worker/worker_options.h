@@ -42,6 +42,8 @@ struct WorkerOptions {
   int32_t http_port = -1;
   std::string http_api_key;                     // --http_api_key: bearer token HTTP needs
   std::vector<std::string> http_model_aliases;  // --http_model_aliases: other model names
+  // --tensor_parallel_size: ranks of the group this process leads (WorkerIdentity, ModelInfo).
+  int32_t tensor_parallel_size = 1;
 
   // OK, or INVALID_ARGUMENT whose message starts with the flag, e.g.
   // "--block_size: must be a power of two in [1, 256], got 12".

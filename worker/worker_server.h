@@ -8,7 +8,8 @@
 //
 // Health: "" and the service names kvserve.v1.Generation and kvserve.v1.Worker are SERVING
 // until the worker drains or its engine fails (a runner error: then every in-flight request has
-// ended with INTERNAL, new ones get UNAVAILABLE, and StreamStatus says `failed`).
+// ended with INTERNAL, or UNAVAILABLE when a tensor-parallel rank failed; new ones get
+// UNAVAILABLE, and StreamStatus says `failed`).
 //
 // Drain (SIGTERM): health turns NOT_SERVING, new Generate calls get UNAVAILABLE, running and
 // waiting requests continue until they finish or the timeout passes; then the engine shuts down

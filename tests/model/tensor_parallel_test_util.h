@@ -27,8 +27,9 @@ inline void RunRanks(int size, const std::function<void(int rank)>& fn) {
 }
 
 // A Gloo group of `size` ranks on 127.0.0.1: element r is rank r's communicator. Empty (and a
-// test failure) when the group cannot form.
-inline std::vector<std::unique_ptr<Communicator>> MakeGlooGroup(int size) {
+// test failure) when the group cannot form. `timeout` bounds every collective.
+inline std::vector<std::unique_ptr<Communicator>> MakeGlooGroup(
+    int size, absl::Duration timeout = absl::Seconds(60)) {
   absl::StatusOr<std::unique_ptr<StoreServer>> store = StoreServer::Start("127.0.0.1:0");
   EXPECT_TRUE(store.ok()) << store.status();
   if (!store.ok()) return {};
@@ -39,7 +40,7 @@ inline std::vector<std::unique_ptr<Communicator>> MakeGlooGroup(int size) {
     options.size = size;
     options.leader_address = (*store)->address();
     options.server = rank == 0 ? store->get() : nullptr;
-    options.timeout = absl::Seconds(60);
+    options.timeout = timeout;
     options.hostname = "127.0.0.1";
     absl::StatusOr<std::unique_ptr<Communicator>> comm = CreateGlooCommunicator(options);
     EXPECT_TRUE(comm.ok()) << "rank " << rank << ": " << comm.status();

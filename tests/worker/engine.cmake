@@ -28,3 +28,8 @@ kvserve_add_test(NAME tensor_parallel_model_test
                  SOURCES ${CMAKE_CURRENT_LIST_DIR}/tensor_parallel_model_test.cc
                  LIBS kvserve_engine kvserve_comm LABELS integration TIMEOUT 900)
 set_tests_properties(tensor_parallel_model_test PROPERTIES SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+# The group's control plane (plans broadcast to followers, keep-alives, a follower gone) with
+# recording runners as threads over Gloo.
+kvserve_add_test(NAME tensor_parallel_runner_test
+                 SOURCES ${CMAKE_CURRENT_LIST_DIR}/tensor_parallel_runner_test.cc
+                 LIBS kvserve_engine kvserve_comm LABELS unit)
