@@ -44,7 +44,8 @@ class Reader {
     uint32_t count = 0;
     if (!Get(&count) || bytes_.size() / sizeof(T) < count) return false;
     values->resize(count);
-    std::memcpy(values->data(), bytes_.data(), count * sizeof(T));
+    // An empty vector's data() may be null, which memcpy must not get even for 0 bytes.
+    if (count > 0) std::memcpy(values->data(), bytes_.data(), count * sizeof(T));
     bytes_.remove_prefix(count * sizeof(T));
     return true;
   }
