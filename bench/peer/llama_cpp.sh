@@ -4,8 +4,8 @@
 # outside the repository, then measures, in one run and on the same GGUF file and thread count:
 #   llama-bench  pp128, pp512 (prefill) and tg128 (batch-1 decode), 3 repetitions
 #   kvserve      the same through the serving engine (build/tools/kvserve-generate: a random
-#                prompt of 128 / 512 token ids, then 128 decoded tokens, ignore_eos), 3 runs each
-#                in the weights' stored form (--dtype=auto) and in f32
+#                prompt of 128 / 512 token ids; 128 tokens decoded after a 1-token prompt,
+#                ignore_eos), 3 runs each, in the weights' stored form (--dtype=auto) and in f32
 # and prints tokens/s for both and the ratios kvserve / llama.cpp (medians), with the CPU named.
 #
 #   bench/peer/llama_cpp.sh [BUILD_DIR]           # default: build
@@ -47,21 +47,20 @@ out=$PEER_DIR/results.txt
 "$BENCH" -m "$MODEL" -t "$THREADS" -p 128,512 -n 128 -r "$REPS" -o json 2>/dev/null |
   python3 -c 'import json, sys
 for r in json.load(sys.stdin):
-    test = f"pp{r[\"n_prompt\"]}" if r["n_prompt"] else f"tg{r[\"n_gen\"]}"
+    test = "pp%d" % r["n_prompt"] if r["n_prompt"] else "tg%d" % r["n_gen"]
     print("llama.cpp", test, r["avg_ts"])' >>"$out"
-for dtype in auto f32; do
-  for prompt in 128 512; do
-    for _ in $(seq "$REPS"); do
-      "$GENERATE" --model="$MODEL" --dtype="$dtype" --threads="$THREADS" --prompt_tokens="$prompt" \
-        --max_tokens=129 --ignore_eos 2>&1 | python3 -c '
-import re, sys
-text = sys.stdin.read()
-pp = re.search(r"prompt: (\d+) tokens in [\d.]+ s = ([\d.]+) tokens/s", text)
-tg = re.search(r"decode: \d+ tokens in [\d.]+ s = ([\d.]+) tokens/s", text)
-print(f"kvserve-{sys.argv[1]} pp{pp.group(1)} {pp.group(2)}")
-if sys.argv[2] == "128":
-    print(f"kvserve-{sys.argv[1]} tg128 {tg.group(1)}")' "$dtype" "$prompt" >>"$out"
+# Prefill: a random prompt of 128 / 512 ids (one token decoded); decode: llama-bench's tg128
+# starts from an empty context, so here 128 tokens after a 1-token prompt.
+kvserve() {  # dtype, prompt tokens, tokens to generate
+  "$GENERATE" --model="$MODEL" --dtype="$1" --threads="$THREADS" --prompt_tokens="$2" \
+    --max_tokens="$3" --ignore_eos 2>&1
+}
+for dtype in auto float32; do
+  for _ in $(seq "$REPS"); do
+    for prompt in 128 512; do
+      kvserve "$dtype" "$prompt" 1 | sed -n "s/.*prompt: $prompt tokens in [0-9.]* s = \([0-9.]*\) tokens\/s.*/kvserve-$dtype pp$prompt \1/p" >>"$out"
     done
+    kvserve "$dtype" 1 129 | sed -n "s/.*decode: [0-9]* tokens in [0-9.]* s = \([0-9.]*\) tokens\/s.*/kvserve-$dtype tg128 \1/p" >>"$out"
   done
 done
 python3 - "$out" <<'PY'
@@ -76,6 +75,6 @@ print(f"{'test':6s} {'llama.cpp':>10s} {'kvserve':>10s} {'ratio':>6s} {'kvserve 
 for test in ("pp128", "pp512", "tg128"):
     base = med.get(("llama.cpp", test))
     ours = med.get(("kvserve-auto", test))
-    f32 = med.get(("kvserve-f32", test))
+    f32 = med.get(("kvserve-float32", test))
     print(f"{test:6s} {base:10.1f} {ours:10.1f} {ours / base:6.2f} {f32:12.1f} {f32 / base:6.2f}")
 PY
