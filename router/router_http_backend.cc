@@ -1,6 +1,5 @@
 #include "router/router_http_backend.h"
 
-#include <deque>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -17,7 +16,7 @@ namespace v1 = kvserve::v1;
 // end, and whether the call may still be reached.
 struct HttpCallState {
   std::mutex mu;
-  std::deque<v1::GenerateResponse> messages;  // at most one (flow control)
+  std::optional<v1::GenerateResponse> message;  // sent, not yet read (one at a time)
   std::optional<absl::Status> end;
   std::function<void()> notifier;
   GenerateCall* call = nullptr;
@@ -53,7 +52,7 @@ class HttpGenerateClient final : public GenerateClient {
       if (state_->reader_gone) {
         call = state_->call;  // alive: we are inside one of its reactions
       } else {
-        state_->messages.push_back(message);
+        state_->message = message;
         notify = state_->notifier;
       }
     }
@@ -93,8 +92,8 @@ class HttpGenerationStream final : public GenerationStream {
       std::lock_guard<std::mutex> lock(state_->mu);
       state_->reader_gone = true;
       state_->notifier = nullptr;
-      had_message = !state_->messages.empty();
-      state_->messages.clear();
+      had_message = state_->message.has_value();
+      state_->message.reset();
       call = state_->HoldCallLocked();
     }
     if (call == nullptr) return;
@@ -108,7 +107,7 @@ class HttpGenerationStream final : public GenerationStream {
     {
       std::lock_guard<std::mutex> lock(state_->mu);
       state_->notifier = notifier;
-      ready = !state_->messages.empty() || state_->end.has_value();
+      ready = state_->message.has_value() || state_->end.has_value();
     }
     if (ready) notifier();
   }
@@ -117,11 +116,11 @@ class HttpGenerationStream final : public GenerationStream {
     GenerateCall* call = nullptr;
     {
       std::lock_guard<std::mutex> lock(state_->mu);
-      if (state_->messages.empty()) {
+      if (!state_->message.has_value()) {
         return state_->end.has_value() ? ReadResult::kEnd : ReadResult::kEmpty;
       }
-      *out = std::move(state_->messages.front());
-      state_->messages.pop_front();
+      *out = *std::move(state_->message);
+      state_->message.reset();
       call = state_->HoldCallLocked();
     }
     if (call != nullptr) {

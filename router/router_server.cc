@@ -125,26 +125,12 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
 }
 
 absl::Status RouterServer::StartHttp(const RouterServerOptions& options) {
-  http_metrics_ = std::make_shared<HttpMetrics>();
-  exposer_->RegisterCollectable(http_metrics_);
   http_backend_ = std::make_unique<RouterHttpBackend>(api_.get(), proxy_.get());
-  http_front_end_ = std::make_unique<OpenAiFrontEnd>(
-      http_backend_.get(), OpenAiFrontEndOptions{.model_aliases = options.http_model_aliases});
-  HttpServerOptions http;
-  http.host = options.listen.substr(0, options.listen.rfind(':'));
-  http.port = options.http_port;
-  absl::StatusOr<std::unique_ptr<HttpServer>> started = HttpServer::Start(
-      http,
-      [front_end = http_front_end_.get()](HttpRequest request,
-                                          std::shared_ptr<HttpExchange> exchange) {
-        front_end->Handle(std::move(request), std::move(exchange));
-      },
-      http_metrics_.get());
-  if (!started.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--http_port: ", started.status().message()));
-  }
-  http_server_ = *std::move(started);
-  http_port_ = http_server_->port();
+  absl::StatusOr<std::unique_ptr<OpenAiHttpService>> http = OpenAiHttpService::Start(
+      http_backend_.get(), options.listen, options.http_port, options.http_model_aliases);
+  if (!http.ok()) return http.status();
+  http_ = *std::move(http);
+  exposer_->RegisterCollectable(http_->metrics());
   return absl::OkStatus();
 }
 
@@ -158,9 +144,9 @@ void RouterServer::Drain(absl::Duration timeout) {
   server_->Wait();
   // gRPC's calls are done; HTTP calls get what is left of the timeout. Those still open then
   // end here (their worker calls are cancelled), before the workers go.
-  if (http_server_ != nullptr) {
+  if (http_ != nullptr) {
     proxy_->WaitIdle(deadline);
-    http_server_->Stop();
+    http_->Stop();
   }
   registry_->Stop();
 }

@@ -20,9 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "http/http_metrics.h"
-#include "http/http_server.h"
-#include "http/openai_front_end.h"
+#include "http/openai_http_service.h"
 #include "prometheus/exposer.h"
 #include "router/admission_queue.h"
 #include "router/cluster_books.h"
@@ -51,7 +49,7 @@ class RouterServer {
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
   // The OpenAI-compatible HTTP port; -1 when --http_port is off.
-  int http_port() const { return http_port_; }
+  int http_port() const { return http_ != nullptr ? http_->port() : -1; }
   ClusterBooks& books() { return *books_; }
 
   // See above. Idempotent.
@@ -73,13 +71,10 @@ class RouterServer {
   std::unique_ptr<RouterAdminService> admin_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;
-  std::shared_ptr<HttpMetrics> http_metrics_;
   std::unique_ptr<RouterHttpBackend> http_backend_;
-  std::unique_ptr<OpenAiFrontEnd> http_front_end_;
-  std::unique_ptr<HttpServer> http_server_;
+  std::unique_ptr<OpenAiHttpService> http_;  // after its backend: stopped and destroyed first
   int grpc_port_ = 0;
   int metrics_port_ = 0;
-  int http_port_ = -1;
   bool drained_ = false;
 };
 

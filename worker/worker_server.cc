@@ -120,27 +120,13 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
 }
 
 absl::Status WorkerServer::StartHttp(const WorkerOptions& options) {
-  http_metrics_ = std::make_shared<HttpMetrics>();
-  exposer_->RegisterCollectable(http_metrics_);
   http_backend_ = std::make_unique<WorkerHttpBackend>(
       context_.get(), [this] { return serving(); }, options.http_api_key);
-  http_front_end_ = std::make_unique<OpenAiFrontEnd>(
-      http_backend_.get(), OpenAiFrontEndOptions{.model_aliases = options.http_model_aliases});
-  HttpServerOptions http;
-  http.host = options.listen.substr(0, options.listen.rfind(':'));
-  http.port = options.http_port;
-  absl::StatusOr<std::unique_ptr<HttpServer>> started = HttpServer::Start(
-      http,
-      [front_end = http_front_end_.get()](HttpRequest request,
-                                          std::shared_ptr<HttpExchange> exchange) {
-        front_end->Handle(std::move(request), std::move(exchange));
-      },
-      http_metrics_.get());
-  if (!started.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--http_port: ", started.status().message()));
-  }
-  http_server_ = *std::move(started);
-  http_port_ = http_server_->port();
+  absl::StatusOr<std::unique_ptr<OpenAiHttpService>> http = OpenAiHttpService::Start(
+      http_backend_.get(), options.listen, options.http_port, options.http_model_aliases);
+  if (!http.ok()) return http.status();
+  http_ = *std::move(http);
+  exposer_->RegisterCollectable(http_->metrics());
   return absl::OkStatus();
 }
 
@@ -169,7 +155,7 @@ bool WorkerServer::Drain(absl::Duration timeout) {
   engine_->Shutdown();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server_->Wait();
-  if (http_server_ != nullptr) http_server_->Stop();
+  if (http_ != nullptr) http_->Stop();
   return idle;
 }
 

@@ -27,9 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "http/http_metrics.h"
-#include "http/http_server.h"
-#include "http/openai_front_end.h"
+#include "http/openai_http_service.h"
 #include "model/model_config.h"
 #include "model/tokenizer.h"
 #include "prometheus/exposer.h"
@@ -62,7 +60,7 @@ class WorkerServer {
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
   // The OpenAI-compatible HTTP port; -1 when --http_port is off.
-  int http_port() const { return http_port_; }
+  int http_port() const { return http_ != nullptr ? http_->port() : -1; }
   // Ready, not draining, engine healthy: what /health and grpc.health.v1 say.
   bool serving();
   const std::string& worker_id() const { return worker_id_; }
@@ -90,14 +88,11 @@ class WorkerServer {
   std::unique_ptr<WorkerService> worker_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;
-  std::shared_ptr<HttpMetrics> http_metrics_;
   std::unique_ptr<WorkerHttpBackend> http_backend_;
-  std::unique_ptr<OpenAiFrontEnd> http_front_end_;
-  std::unique_ptr<HttpServer> http_server_;  // stopped before the engine goes
+  std::unique_ptr<OpenAiHttpService> http_;  // stopped before the engine goes
   std::string worker_id_;
   int grpc_port_ = 0;
   int metrics_port_ = 0;
-  int http_port_ = -1;
   bool drained_ = false;
   absl::Mutex health_mu_;
   bool health_ready_ ABSL_GUARDED_BY(health_mu_) = false;  // server_ built and started
