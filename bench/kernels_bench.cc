@@ -7,6 +7,8 @@
 //                           32, on a 2-thread pool; bytes/s of W read, and w_bw_fraction = that
 //                           rate / the 2-thread read bandwidth. W is cycled through copies
 //                           totalling >= 256 MiB, so it streams from DRAM as in a decode step.
+//   BM_TypedLinearCompute   the same kernels on one thread with W in cache (576->1536), T = 1, 8,
+//                           32, 128: the arithmetic rate, multiply-adds/s of CPU time
 //   BM_MemoryReadBandwidth  sum of a 256 MiB buffer, 1 and 2 threads; bytes/s read
 //   BM_MemoryCopyBandwidth  memcpy of 256 MiB; bytes/s counts read + written
 //   BM_PagedDecodeAttention decode attention, SmolLM2 shape (9 heads, 3 KV heads, head_dim 64,
@@ -217,6 +219,34 @@ void TypedLinearArgs(benchmark::internal::Benchmark* b) {
   }
 }
 BENCHMARK(BM_TypedLinear)->Apply(TypedLinearArgs)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// The kernels' arithmetic rate on one thread (no pool), W small enough to stay in cache: what
+// batched decode and prefill are bound by. CPU time, so other load on the machine matters less;
+// items/s counts multiply-adds (T x in x out per call).
+void BM_TypedLinearCompute(benchmark::State& state) {
+  const auto type = static_cast<DType>(state.range(0));
+  const int tokens = static_cast<int>(state.range(1));
+  const int in = static_cast<int>(state.range(2));
+  const int out = static_cast<int>(state.range(3));
+  std::mt19937 rng(5);
+  const std::vector<uint8_t> w = testing::RandomWeights(out, in, type, rng);
+  const std::vector<float> x = testing::RandomFloats(size_t{1} * tokens * in, rng);
+  std::vector<float> y(size_t{1} * tokens * out);
+  for (auto _ : state) {
+    cpu::Linear({x.data(), w.data(), nullptr, y.data(), tokens, in, out, type}, nullptr);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetItemsProcessed(state.iterations() * tokens * in * int64_t{out});
+  state.SetLabel(std::string(DTypeName(type)) + " " + cpu::CpuIsaName(cpu::ActiveCpuIsa()));
+}
+BENCHMARK(BM_TypedLinearCompute)
+    ->ArgNames({"dtype", "T", "in", "out"})
+    ->ArgsProduct({{static_cast<int64_t>(DType::kQ8_0), static_cast<int64_t>(DType::kQ4_1),
+                    static_cast<int64_t>(DType::kBF16)},
+                   {1, 8, 32, 128},
+                   {576},
+                   {1536}})
+    ->Unit(benchmark::kMicrosecond);
 
 void BM_Sample(benchmark::State& state) {
   const int mode = static_cast<int>(state.range(0));  // 0 greedy, 1 top-k, 2 top-p

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/half_linear.h"
 #include "kernels/cpu/quant_linear.h"
 
 namespace kvserve::kernels::cpu {
@@ -117,10 +118,14 @@ void DequantizeRow(const void* src, DType type, int64_t n, float* dst_all) {
       std::memcpy(dst_all, data, num_bytes);
       break;
     case DType::kF16:
-      for (int64_t i = 0; i < n; ++i) dst_all[i] = HalfToFloat(LoadU16(data + 2 * i));
-      break;
     case DType::kBF16:
-      for (int64_t i = 0; i < n; ++i) dst_all[i] = BFloat16ToFloat(LoadU16(data + 2 * i));
+      if (ActiveCpuIsa() >= CpuIsa::kAvx2 && reinterpret_cast<uintptr_t>(data) % 2 == 0) {
+        WidenHalfAvx2(reinterpret_cast<const uint16_t*>(data), type == DType::kBF16, n, dst_all);
+      } else if (type == DType::kF16) {
+        for (int64_t i = 0; i < n; ++i) dst_all[i] = HalfToFloat(LoadU16(data + 2 * i));
+      } else {
+        for (int64_t i = 0; i < n; ++i) dst_all[i] = BFloat16ToFloat(LoadU16(data + 2 * i));
+      }
       break;
     case DType::kQ4_0:
       for (int64_t b = 0; b < num_blocks; ++b) {

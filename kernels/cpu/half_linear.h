@@ -49,6 +49,11 @@ HalfRowsFn HalfRowsAvx2(DType w_dtype);
 HalfRowsFn HalfRowsAvx512(DType w_dtype);
 void HalfRowsAvx512Bf16(const HalfRowsArgs& args, int32_t row_begin, int32_t row_end);
 
+// n bf16 (bf16 = true) or f16 values at src (2-byte aligned) widened to f32 (exact, so the same
+// bits as the scalar conversion). Where the CPU has AVX2 + F16C; DequantizeRow calls it for the
+// 16-bit types (e.g. a KV cache block before attention reads it).
+void WidenHalfAvx2(const uint16_t* src, bool bf16, int64_t n, float* dst);
+
 // p.y = p.x W^T for p.w_dtype kBF16 or kF16, bias not added, with the kernels of `isa` (REQUIRES:
 // isa <= DetectedCpuIsa()). Rows are split over pool (nullptr: calling thread only).
 void HalfLinear(const LinearParams& p, ThreadPool* pool, CpuIsa isa);

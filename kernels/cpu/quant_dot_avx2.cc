@@ -197,6 +197,39 @@ void Rows(const QuantRowsArgs& a, int32_t row_begin, int32_t row_end) {
 
 }  // namespace
 
+void QuantizeActivationsAvx2(const float* x, int32_t num_tokens, int32_t in_features,
+                             ActBlock* out) {
+  const int64_t num_blocks = static_cast<int64_t>(num_tokens) * (in_features / kActBlock);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    __m256 v[4];
+    __m256 amax8 = _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+      v[i] = _mm256_loadu_ps(x + b * kActBlock + 8 * i);
+      amax8 = _mm256_max_ps(amax8, _mm256_andnot_ps(sign, v[i]));
+    }
+    __m128 amax4 = _mm_max_ps(_mm256_castps256_ps128(amax8), _mm256_extractf128_ps(amax8, 1));
+    amax4 = _mm_max_ps(amax4, _mm_movehl_ps(amax4, amax4));
+    const float amax = _mm_cvtss_f32(_mm_max_ss(amax4, _mm_shuffle_ps(amax4, amax4, 1)));
+    const __m256 inverse = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+    __m256i q[4];
+    for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], inverse));
+    // int32 -> int16 -> int8 packs interleave 128-bit lanes; the permute restores the order.
+    const __m256i q16_01 = _mm256_packs_epi32(q[0], q[1]);
+    const __m256i q16_23 = _mm256_packs_epi32(q[2], q[3]);
+    const __m256i q8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(q16_01, q16_23),
+                                                   _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].q), q8);
+    const __m256i sum8 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    __m128i sum4 = _mm_add_epi32(_mm256_castsi256_si128(sum8), _mm256_extracti128_si256(sum8, 1));
+    sum4 = _mm_add_epi32(sum4, _mm_shuffle_epi32(sum4, 0x4E));
+    sum4 = _mm_add_epi32(sum4, _mm_shuffle_epi32(sum4, 0xB1));
+    const float d = amax / 127.0f;
+    out[b].d = d;
+    out[b].s = d * static_cast<float>(_mm_cvtsi128_si32(sum4));
+  }
+}
+
 QuantRowsFn QuantRowsAvx2(DType w_dtype) {
   switch (w_dtype) {
     case DType::kQ8_0:

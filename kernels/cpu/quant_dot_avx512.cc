@@ -251,6 +251,24 @@ void Rows(const QuantRowsArgs& a, int32_t row_begin, int32_t row_end) {
 
 }  // namespace
 
+void QuantizeActivationsAvx512(const float* x, int32_t num_tokens, int32_t in_features,
+                               ActBlock* out) {
+  const int64_t num_blocks = static_cast<int64_t>(num_tokens) * (in_features / kActBlock);
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const __m512 low = _mm512_loadu_ps(x + b * kActBlock);
+    const __m512 high = _mm512_loadu_ps(x + b * kActBlock + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(low), _mm512_abs_ps(high)));
+    const __m512 inverse = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+    const __m512i q_low = _mm512_cvtps_epi32(_mm512_mul_ps(low, inverse));  // nearest even
+    const __m512i q_high = _mm512_cvtps_epi32(_mm512_mul_ps(high, inverse));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out[b].q), _mm512_cvtsepi32_epi8(q_low));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out[b].q + 16), _mm512_cvtsepi32_epi8(q_high));
+    const float d = amax / 127.0f;
+    out[b].d = d;
+    out[b].s = d * static_cast<float>(_mm512_reduce_add_epi32(_mm512_add_epi32(q_low, q_high)));
+  }
+}
+
 QuantRowsFn QuantRowsAvx512(DType w_dtype) {
   switch (w_dtype) {
     case DType::kQ8_0:

@@ -58,6 +58,62 @@ struct QuantRowsArgs {
 // Computes y[t, o] for o in [row_begin, row_end) and every token t.
 using QuantRowsFn = void (*)(const QuantRowsArgs& args, int32_t row_begin, int32_t row_end);
 
+// The tiled AVX-512 kernel (quant_tile_avx512.cc) for Q8_0, Q4_0, Q4_1, Q4_K and Q5_K: every
+// weight is an unsigned byte u with w = dw * u + off per 32-element block (Q8_0: u = w + 128,
+// off = -128 dw), so a block's product with activation block a is
+//   dw * a.d * sum(u[i] * a.q[i]) + off * a.s.
+// A tile of up to 4 rows is decoded once into scratch (WeightPair), then multiplied with every
+// token in groups of up to 6, each weight pair and activation pair loaded once per tile: the
+// integer dots go through vpdpbusd and the scaled sums into one 16-lane fp32 accumulator per
+// (row, token); the offset terms are a float dot of the row's offsets with the token's block
+// sums, added at the end. Every (row, token) sees the same operations in the same order whatever
+// the tile, the token count or the thread: a token's result does not depend on its batch (which
+// migration and preemption rely on: a recomputed prefix gives the KV its decode steps wrote).
+
+// Two consecutive 32-element activation blocks (2p, 2p + 1) of one token; each lane's scale
+// (lanes 0-7 block 2p, 8-15 block 2p + 1). A block past the row's end is zero.
+struct alignas(64) ActPair {
+  int8_t q[2 * kActBlock];
+  float d[16];
+};
+// Two consecutive weight blocks of one row, decoded: u as above, dw per lane.
+struct alignas(64) WeightPair {
+  uint8_t u[2 * kActBlock];
+  float dw[16];
+};
+
+struct QuantTileArgs {
+  const uint8_t* w;       // [out_features, row_bytes]: rows of GGUF blocks
+  int64_t row_bytes;      // RowBytes(w_dtype, in_features)
+  int32_t num_blocks;     // in_features / 32
+  int32_t num_pairs;      // (num_blocks + 1) / 2
+  int32_t sums_stride;    // num_blocks rounded up to 16
+  const ActPair* x;       // [num_tokens, num_pairs]
+  const float* x_sums;    // [num_tokens, sums_stride]: a.s per block, zero past num_blocks
+  int32_t num_tokens;
+  float* y;  // [num_tokens, out_features]; rows written, not accumulated into
+  int32_t out_features;
+};
+
+// Scratch of one thread for QuantTileFn: 4 rows of decoded pairs and offsets.
+struct QuantTileScratch {
+  WeightPair* pairs;  // [4, num_pairs]
+  float* offsets;     // [4, sums_stride]
+};
+
+using QuantTileFn = void (*)(const QuantTileArgs& args, int32_t row_begin, int32_t row_end,
+                             const QuantTileScratch& scratch);
+
+// The tiled kernel of `w_dtype`, or nullptr for a type it does not cover (Q6_K: its 16-element
+// scales need per-16 activation sums for the offset form; it stays on QuantRowsAvx512). Call
+// only where DetectedCpuIsa() is kAvx512.
+QuantTileFn QuantTileAvx512(DType w_dtype);
+
+// The activation form of QuantTileFn from quantized activations.
+void PackActivationPairs(const ActBlock* blocks /* [num_tokens, num_blocks] */, int32_t num_tokens,
+                         int32_t num_blocks, ActPair* pairs /* [num_tokens, num_pairs] */,
+                         float* sums /* [num_tokens, sums_stride] */, int32_t sums_stride);
+
 // The kernel of `w_dtype` for each instruction set; nullptr for a type that is not block
 // quantized. Call the AVX2 / AVX-512 ones only where DetectedCpuIsa() reaches them.
 QuantRowsFn QuantRowsScalar(DType w_dtype);
@@ -71,9 +127,14 @@ QuantRowsFn QuantRowsAvx512(DType w_dtype);
 void UnpackKScalesMins(const uint8_t* packed /* [12] */, uint8_t* scales /* [8] */,
                        uint8_t* mins /* [8] */);
 
-// Quantizes num_tokens rows of in_features floats. REQUIRES: in_features % 32 == 0.
+// Quantizes num_tokens rows of in_features floats. REQUIRES: in_features % 32 == 0. The AVX2 /
+// AVX-512 versions give the same bits (the same max, product and round-to-nearest-even).
 void QuantizeActivations(const float* x /* [num_tokens, in_features] */, int32_t num_tokens,
                          int32_t in_features, ActBlock* out /* [num_tokens, in_features / 32] */);
+void QuantizeActivationsAvx2(const float* x, int32_t num_tokens, int32_t in_features,
+                             ActBlock* out);
+void QuantizeActivationsAvx512(const float* x, int32_t num_tokens, int32_t in_features,
+                               ActBlock* out);
 
 // p.y = p.x W^T for a block-quantized p.w_dtype, bias not added, with the kernels of `isa`
 // (REQUIRES: isa <= DetectedCpuIsa()). Rows are split over pool (nullptr: calling thread only).

@@ -14,11 +14,13 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/quant_linear.h"
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/kernels/quant_test_util.h"
 
@@ -140,6 +142,39 @@ TEST_P(QuantLinearTest, EveryIsaMatchesDoubleReferenceWithinQuantizationBound) {
   }
 }
 
+// A token's output does not depend on the batch it is computed in: alone, in a batch of 7 or of
+// 33, with or without the pool, every bit is the same. Migration and preemption rely on it (a
+// prefix recomputed as one prefill must give the KV its decode steps wrote, and the same next
+// token). f32 weights are not covered: they go through OpenBLAS's SGEMV / SGEMM by batch size.
+TEST_P(QuantLinearTest, ATokensOutputIsTheSameInEveryBatch) {
+  const DType type = GetParam();
+  std::mt19937 rng(kSeed + 7 * static_cast<uint32_t>(type));
+  cpu::ThreadPool pool(2);
+  IsaCapGuard guard;
+  const int in = 1536, tokens = 33;
+  const std::vector<uint8_t> w_bytes = testing::RandomWeights(kOutFeatures, in, type, rng);
+  const std::vector<float> x = testing::RandomFloats(size_t{1} * tokens * in, rng, -2.0f, 2.0f);
+  for (CpuIsa isa : AvailableIsas()) {
+    cpu::SetCpuIsaCapForTesting(isa);
+    std::vector<float> all(size_t{1} * tokens * kOutFeatures);
+    cpu::Linear({x.data(), w_bytes.data(), nullptr, all.data(), tokens, in, kOutFeatures, type},
+                &pool);
+    for (int first : {0, 5, 26}) {
+      for (int count : {1, 7}) {
+        std::vector<float> part(size_t{1} * count * kOutFeatures);
+        cpu::Linear({&x[size_t{1} * first * in], w_bytes.data(), nullptr, part.data(), count, in,
+                     kOutFeatures, type},
+                    count == 1 ? nullptr : &pool);
+        for (size_t i = 0; i < part.size(); ++i) {
+          ASSERT_EQ(part[i], all[size_t{1} * first * kOutFeatures + i])
+              << "isa=" << cpu::CpuIsaName(isa) << " token " << first + i / kOutFeatures
+              << " in a batch of " << count << ", row " << i % kOutFeatures;
+        }
+      }
+    }
+  }
+}
+
 // The block-type error bound is a real bound, not slack: it is about 1/254 of sum |w x|, and the
 // observed error must reach a fair part of it somewhere (else the kernel would not be quantizing).
 TEST(QuantLinearTest, Q8_0ErrorIsTheActivationQuantizationError) {
@@ -164,6 +199,50 @@ TEST(QuantLinearTest, Q8_0ErrorIsTheActivationQuantizationError) {
   std::printf("max |error| / bound = %.3f\n", max_ratio);
   EXPECT_LT(max_ratio, 1.0);
   EXPECT_GT(max_ratio, 0.01);
+}
+
+// The SIMD versions of the activation quantizer and of the 16-bit widening (DequantizeRow of f16 /
+// bf16, which attention uses on a 16-bit KV cache) give the scalar versions' bits.
+TEST(CpuIsaTest, ActivationQuantizerAndHalfWideningAreExactOnEveryIsa) {
+  std::mt19937 rng(kSeed);
+  const int tokens = 3, in = 576;
+  std::vector<float> x = testing::RandomFloats(size_t{1} * tokens * in, rng, -3.0f, 3.0f);
+  for (int i = 0; i < 32; ++i) x[64 + i] = 0.0f;  // an all-zero block
+  x[5] = 1e-30f;                                 // a tiny value beside normal ones
+  std::vector<cpu::ActBlock> want(size_t{1} * tokens * in / 32), got(want.size());
+  cpu::QuantizeActivations(x.data(), tokens, in, want.data());
+  const auto same = [](const cpu::ActBlock& a, const cpu::ActBlock& b) {
+    return std::memcmp(&a, &b, sizeof(a)) == 0;
+  };
+  if (cpu::DetectedCpuIsa() >= CpuIsa::kAvx2) {
+    cpu::QuantizeActivationsAvx2(x.data(), tokens, in, got.data());
+    for (size_t b = 0; b < want.size(); ++b) ASSERT_TRUE(same(got[b], want[b])) << "avx2 block " << b;
+  }
+  if (cpu::DetectedCpuIsa() >= CpuIsa::kAvx512) {
+    cpu::QuantizeActivationsAvx512(x.data(), tokens, in, got.data());
+    for (size_t b = 0; b < want.size(); ++b) ASSERT_TRUE(same(got[b], want[b])) << "avx512 block " << b;
+  }
+  IsaCapGuard guard;
+  for (DType type : {DType::kF16, DType::kBF16}) {
+    const int n = 1003;  // not a multiple of the vector width
+    std::vector<uint16_t> bits(n);
+    for (int i = 0; i < n; ++i) {
+      bits[i] = static_cast<uint16_t>(rng());
+      // Every f16 pattern but NaNs (F16C sets the quiet bit of a signalling NaN's payload).
+      if (type == DType::kF16 && (bits[i] & 0x7C00) == 0x7C00 && (bits[i] & 0x3FF) != 0) {
+        bits[i] = 0x3C00;
+      }
+    }
+    std::vector<float> scalar(n), simd(n);
+    cpu::SetCpuIsaCapForTesting(CpuIsa::kScalar);
+    cpu::DequantizeRow(bits.data(), type, n, scalar.data());
+    for (CpuIsa isa : AvailableIsas()) {
+      cpu::SetCpuIsaCapForTesting(isa);
+      cpu::DequantizeRow(bits.data(), type, n, simd.data());
+      ASSERT_EQ(std::memcmp(scalar.data(), simd.data(), sizeof(float) * n), 0)
+          << DTypeName(type) << " on " << cpu::CpuIsaName(isa);
+    }
+  }
 }
 
 TEST(CpuIsaTest, TestCapLowersTheActiveIsa) {
