@@ -53,7 +53,7 @@ ABSL_FLAG(std::string, device, "cpu", "cpu, cuda or cuda:N");
 ABSL_FLAG(std::string, dtype, "auto",
           "weights: auto (CPU: as stored, GGUF blocks included; CUDA: bfloat16), float32, "
           "bfloat16, float16");
-ABSL_FLAG(std::string, kv_cache_dtype, "auto", "KV cache: auto, float32, bfloat16, float16");
+ABSL_FLAG(std::string, kv_cache_dtype, "auto", "KV cache: auto (as kvserve-worker), float32, bfloat16, float16");
 ABSL_FLAG(bool, enforce_eager, false, "no CUDA graphs for decode steps");
 ABSL_FLAG(bool, ignore_eos, false, "do not stop at end-of-sequence tokens");
 

@@ -50,7 +50,8 @@ ABSL_FLAG(std::string, dtype, "auto",
           "blocks included), float32, bfloat16, "
           "float16");
 ABSL_FLAG(std::string, kv_cache_dtype, "auto",
-          "KV cache storage: auto (the weights' type), float32, bfloat16, float16");
+          "KV cache storage: auto (the weights' 16-bit type; float16 for GGUF blocks kept as "
+          "stored on the CPU; else float32), float32, bfloat16, float16");
 ABSL_FLAG(double, gpu_memory_utilization, 0.90,
           "Fraction of the GPU's memory the weights, step buffers and KV cache may take");
 ABSL_FLAG(bool, enforce_eager, false, "Run decode steps eagerly (no CUDA graphs)");
