@@ -37,11 +37,31 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
-void ThreadPool::Drain(int thread_index) {
+namespace {
+constexpr uint64_t Generation(uint64_t word, int item_bits) { return word >> (2 * item_bits); }
+}  // namespace
+
+void ThreadPool::Drain(uint64_t generation, int thread_index) {
+  uint64_t word = loop_.load(std::memory_order_acquire);
   for (;;) {
-    const int64_t item = next_item_.fetch_add(1, std::memory_order_relaxed);
-    if (item >= num_items_) return;
-    invoke_(body_, item, thread_index);
+    if (Generation(word, kItemBits) != generation) return;
+    const uint64_t count = (word >> kItemBits) & kItemMask;
+    const uint64_t next = word & kItemMask;
+    if (next >= count) return;
+    // On failure `word` is reloaded and checked again.
+    if (!loop_.compare_exchange_weak(word, word + 1, std::memory_order_acq_rel,
+                                     std::memory_order_acquire)) {
+      continue;
+    }
+    // Item `next` is ours: the loop cannot end (and its body change) before it is done.
+    invoke_(body_, item_offset_ + static_cast<int64_t>(next), thread_index);
+    if (items_done_.fetch_add(1, std::memory_order_acq_rel) + 1 ==
+        static_cast<int64_t>(count)) {
+      // The caller may be asleep on work_done_: under mu_, so the wake-up cannot be missed.
+      std::lock_guard<std::mutex> lock(mu_);
+      if (caller_sleeping_) work_done_.notify_one();
+    }
+    word = loop_.load(std::memory_order_acquire);
   }
 }
 
@@ -53,52 +73,57 @@ void ThreadPool::Run(int64_t num_items, Invoke invoke, const void* body) {
   }
   invoke_ = invoke;
   body_ = body;
-  num_items_ = num_items;
-  next_item_.store(0, std::memory_order_relaxed);
-  busy_workers_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  for (int64_t offset = 0; offset < num_items; offset += kMaxItemsPerLoop - 1) {
+    item_offset_ = offset;
+    RunLoop(num_items - offset < kMaxItemsPerLoop - 1 ? num_items - offset
+                                                        : kMaxItemsPerLoop - 1);
+  }
+}
+
+void ThreadPool::RunLoop(int64_t count) {
+  items_done_.store(0, std::memory_order_relaxed);
+  const uint64_t generation = (Generation(loop_.load(std::memory_order_relaxed), kItemBits) + 1) &
+                              ((uint64_t{1} << (64 - 2 * kItemBits)) - 1);
   bool wake = false;
   {
-    // Under mu_, so that a worker checking generation_ before it sleeps cannot miss the bump.
+    // Under mu_, so that a worker checking the generation before it sleeps cannot miss it.
     std::lock_guard<std::mutex> lock(mu_);
-    generation_.fetch_add(1, std::memory_order_release);
+    loop_.store((generation << (2 * kItemBits)) | (static_cast<uint64_t>(count) << kItemBits),
+                std::memory_order_release);
     wake = sleeping_workers_ > 0;
   }
   if (wake) work_ready_.notify_all();
-  Drain(0);
+  Drain(generation, 0);
   for (int spin = 0; spin < kSpinIterations; ++spin) {
-    if (busy_workers_.load(std::memory_order_acquire) == 0) return;
+    if (items_done_.load(std::memory_order_acquire) == count) return;
     CpuRelax();
   }
   std::unique_lock<std::mutex> lock(mu_);
-  work_done_.wait(lock, [this] { return busy_workers_.load(std::memory_order_acquire) == 0; });
+  caller_sleeping_ = true;
+  work_done_.wait(lock, [&] { return items_done_.load(std::memory_order_acquire) == count; });
+  caller_sleeping_ = false;
 }
 
 void ThreadPool::WorkerLoop(int thread_index) {
-  uint64_t seen_generation = 0;
+  uint64_t seen = 0;  // the generation this worker last drained
+  const auto current = [this] {
+    return Generation(loop_.load(std::memory_order_acquire), kItemBits);
+  };
   for (;;) {
     bool ready = false;
     for (int spin = 0; spin < kSpinIterations && !ready; ++spin) {
-      ready = generation_.load(std::memory_order_acquire) != seen_generation ||
-              stop_.load(std::memory_order_acquire);
+      ready = current() != seen || stop_.load(std::memory_order_acquire);
       if (!ready) CpuRelax();
     }
     if (!ready) {
       std::unique_lock<std::mutex> lock(mu_);
       ++sleeping_workers_;
-      work_ready_.wait(lock, [&] {
-        return stop_.load(std::memory_order_relaxed) ||
-               generation_.load(std::memory_order_relaxed) != seen_generation;
-      });
+      work_ready_.wait(lock, [&] { return stop_.load(std::memory_order_relaxed) || current() != seen; });
       --sleeping_workers_;
     }
     if (stop_.load(std::memory_order_acquire)) return;
-    seen_generation = generation_.load(std::memory_order_acquire);
-    Drain(thread_index);
-    if (busy_workers_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      // The caller may be asleep on work_done_: under mu_, so the wake-up cannot be missed.
-      std::lock_guard<std::mutex> lock(mu_);
-      work_done_.notify_one();
-    }
+    seen = current();
+    Drain(seen, thread_index);
   }
 }
 

@@ -7,7 +7,10 @@
 // through a type-erased pointer, never copied into a std::function. Waiting is bounded spinning,
 // then sleeping: workers spin for the next loop and the caller for the loop's end for about
 // 50-100 us (a decode step runs hundreds of loops back to back), then sleep on a condition
-// variable, so an idle pool or a busy machine gets its cores back.
+// variable, so an idle pool or a busy machine gets its cores back. A loop ends when its items
+// are done, whichever threads did them: on a machine with more runnable threads than cores, a
+// worker the OS has descheduled delays a loop by at most the item it holds, and one that has
+// not started delays it not at all (the caller and the others take its share).
 // Thread-safety: ParallelFor may be called from one thread at a time (the engine thread); calls
 // do not nest.
 #ifndef KVSERVE_KERNELS_CPU_THREAD_POOL_H_
@@ -49,25 +52,38 @@ class ThreadPool {
     (*static_cast<const Body*>(body))(item, thread_index);
   }
 
+  // The loop in flight is one word: generation (32 bits), item count (16 bits) and the next
+  // unclaimed item (16 bits). A thread claims an item with a compare-and-swap that also checks
+  // the generation, so a worker that wakes late (descheduled while the loop ran) can never claim
+  // an item of a loop that has moved on, and the loop's end is counted in items done, not in
+  // workers checked in: the caller waits only for items in flight, never for a worker that has
+  // not started.
+  static constexpr int kItemBits = 16;
+  static constexpr uint64_t kItemMask = (uint64_t{1} << kItemBits) - 1;
+  static constexpr int64_t kMaxItemsPerLoop = int64_t{1} << kItemBits;
+
   void Run(int64_t num_items, Invoke invoke, const void* body);
+  void RunLoop(int64_t num_items);  // REQUIRES: 1 <= num_items < kMaxItemsPerLoop
   void WorkerLoop(int thread_index);
-  void Drain(int thread_index);
+  // Claims and runs items of the loop whose word had generation `generation`; returns when none
+  // is left (or the loop is no longer that generation).
+  void Drain(uint64_t generation, int thread_index);
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
-  std::condition_variable work_ready_;  // sleeping workers wait for a new generation_ or stop_
-  std::condition_variable work_done_;   // a sleeping caller waits for busy_workers_ == 0
-  // Bumped per loop (under mu_); workers spin on it for a while, then sleep on work_ready_.
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> busy_workers_{0};   // workers still in the loop; the caller spins, then sleeps
-  std::atomic<bool> stop_{false};      // set under mu_
-  int sleeping_workers_ = 0;           // guarded by mu_
-  // The loop in flight; written by the caller before generation_ is bumped (release), read by
-  // workers after they see the bump (acquire).
+  std::condition_variable work_ready_;  // sleeping workers wait for a new generation or stop_
+  std::condition_variable work_done_;   // a sleeping caller waits for items_done_ == the count
+  std::atomic<uint64_t> loop_{0};       // generation | count | next item, see above
+  std::atomic<int64_t> items_done_{0};  // of the loop in flight
+  std::atomic<bool> stop_{false};       // set under mu_
+  int sleeping_workers_ = 0;            // guarded by mu_
+  bool caller_sleeping_ = false;        // guarded by mu_
+  // The loop in flight's body and the offset of its first item (a loop over more than
+  // kMaxItemsPerLoop items runs as several); written by the caller before the new generation is
+  // published (release), read by a thread only after its claim succeeded.
   Invoke invoke_ = nullptr;
   const void* body_ = nullptr;
-  int64_t num_items_ = 0;
-  std::atomic<int64_t> next_item_{0};
+  int64_t item_offset_ = 0;
 };
 
 // Runs body(begin, end) over [0, n) cut into ranges of `chunk` (the last may be shorter), on

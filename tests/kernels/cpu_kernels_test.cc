@@ -219,5 +219,22 @@ TEST(ThreadPoolTest, RunsEveryItemExactlyOnceWithValidThreadIndex) {
   }
 }
 
+// More threads than this machine's cores, so workers are descheduled mid-loop and wake late into
+// later loops: thousands of short loops back to back, then one loop longer than a loop word holds
+// (it runs as several), each item exactly once, and no loop ends before its items are done.
+TEST(ThreadPoolTest, LateWorkersNeverRunAnItemTwiceOrOfTheWrongLoop) {
+  cpu::ThreadPool pool(4);
+  std::vector<std::atomic<int>> hits(8);
+  for (int round = 0; round < 20000; ++round) {
+    const int n = 2 + round % 7;
+    pool.ParallelFor(n, [&](int64_t i, int /*thread_index*/) { hits[i].fetch_add(1); });
+    for (int i = 0; i < n; ++i) ASSERT_EQ(hits[i].exchange(0), 1) << "round " << round;
+  }
+  const int64_t many = 200003;
+  std::vector<std::atomic<uint8_t>> seen(many);
+  pool.ParallelFor(many, [&](int64_t i, int /*thread_index*/) { seen[i].fetch_add(1); });
+  for (int64_t i = 0; i < many; ++i) ASSERT_EQ(seen[i].load(), 1) << "item " << i;
+}
+
 }  // namespace
 }  // namespace kvserve::kernels
