@@ -100,9 +100,21 @@ void GatherRows(const GatherRowsParams& p) {
 void Argmax(const ArgmaxParams& p) {
   for (int r = 0; r < p.num_rows; ++r) {
     const float* logits = p.logits + static_cast<int64_t>(r) * p.vocab;  // [vocab]
+    // Two vectorisable passes (the maximum, then its first index) instead of one compare chain:
+    // the same answer, the first index of the largest value (NaNs never win, as in a > chain).
+    float best_value = logits[0];
+    if (best_value != best_value) {  // NaN first: nothing compares greater
+      p.ids[r] = 0;
+      continue;
+    }
+#pragma omp simd reduction(max : best_value)
+    for (int32_t v = 1; v < p.vocab; ++v) best_value = logits[v] > best_value ? logits[v] : best_value;
     int32_t best = 0;
-    for (int32_t v = 1; v < p.vocab; ++v) {
-      if (logits[v] > logits[best]) best = v;
+    for (int32_t v = 0; v < p.vocab; ++v) {
+      if (logits[v] == best_value) {
+        best = v;
+        break;
+      }
     }
     p.ids[r] = best;
   }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace kvserve::kernels {
@@ -79,8 +80,14 @@ TEST_P(PagedAttentionTest, MixedPrefillAndDecodeBatchMatchesNaive) {
   PagedBatch b = MakePagedBatch(seqs, kv_heads * group, kv_heads, head_dim, block_size,
                                 /*num_padding=*/3, rng);
   cpu::ThreadPool pool(2);
-  const std::vector<float> out = RunCpuAttention(b, &pool, -7.0f);
-  ExpectMatchesReference(b, out, -7.0f);
+  // Every instruction set this machine has (the AVX-512 row update and the portable one).
+  for (cpu::CpuIsa isa : {cpu::CpuIsa::kScalar, cpu::CpuIsa::kAvx2, cpu::CpuIsa::kAvx512}) {
+    if (isa > cpu::DetectedCpuIsa()) continue;
+    cpu::SetCpuIsaCapForTesting(isa);
+    const std::vector<float> out = RunCpuAttention(b, &pool, -7.0f);
+    ExpectMatchesReference(b, out, -7.0f);
+  }
+  cpu::SetCpuIsaCapForTesting(cpu::CpuIsa::kAvx512);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttentionTest,
