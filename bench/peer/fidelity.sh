@@ -35,14 +35,14 @@
 # (relative error <= 1e-3, greedy tokens equal, on the four fixture prompts).
 #
 # Env: PEER_DIR (/tmp/kvserve-peer), THREADS (2), MODEL (the default model's cached path),
-# KV_DTYPE (float32, the CPU worker's default for --dtype=auto; or bfloat16), CTX (256),
+# KV_DTYPE (float16, the CPU worker's default for --dtype=auto; or float32, bfloat16), CTX (256),
 # CHUNK (128).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD_DIR=${1:-build}
 PEER_DIR=${PEER_DIR:-/tmp/kvserve-peer}
 THREADS=${THREADS:-2}
-KV_DTYPE=${KV_DTYPE:-float32}
+KV_DTYPE=${KV_DTYPE:-float16}
 CTX=${CTX:-256}
 CHUNK=${CHUNK:-128}
 MODEL=${MODEL:-${KVSERVE_CACHE_DIR:-$HOME/.cache/kvserve}/models/SmolLM2-135M-Instruct.Q4_1.gguf}
