@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Side-by-side with llama.cpp on this machine (not run in CI): builds llama.cpp's llama-bench
-# from the source vendored in the PyPI sdist of llama-cpp-python (pinned) in a scratch folder
-# outside the repository, then measures, in one run and on the same GGUF file and thread count:
+# unless built (bench/peer/llama_cpp_build.sh: from the source vendored in the PyPI sdist of
+# llama-cpp-python, pinned, in a scratch folder outside the repository), then measures, in one
+# run and on the same GGUF file and thread count:
 #   llama-bench  pp128, pp512 (prefill) and tg128 (batch-1 decode), 3 repetitions
 #   kvserve      the same through the serving engine (build/tools/kvserve-generate: a random
 #                prompt of 128 / 512 token ids; 128 tokens decoded after a 1-token prompt,
@@ -17,26 +18,13 @@ BUILD_DIR=${1:-build}
 PEER_DIR=${PEER_DIR:-/tmp/kvserve-peer}
 THREADS=${THREADS:-2}
 REPS=${REPS:-3}
-VERSION=0.3.36
 MODEL=${MODEL:-${KVSERVE_CACHE_DIR:-$HOME/.cache/kvserve}/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 GENERATE=$BUILD_DIR/tools/kvserve-generate
 [ -x "$GENERATE" ] || { echo "peer: $GENERATE is missing (cmake --build $BUILD_DIR)" >&2; exit 1; }
 [ -f "$MODEL" ] || { echo "peer: no model at '$MODEL' (set MODEL=...)" >&2; exit 1; }
 
-mkdir -p "$PEER_DIR"
+bench/peer/llama_cpp_build.sh  # unless built; PEER_DIR passes through
 BENCH=$PEER_DIR/llama.cpp-build/bin/llama-bench
-if [ ! -x "$BENCH" ]; then
-  if [ ! -f "$PEER_DIR/llama_cpp_python-$VERSION.tar.gz" ]; then
-    python3 -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==$VERSION" \
-      -d "$PEER_DIR"
-  fi
-  tar -xzf "$PEER_DIR/llama_cpp_python-$VERSION.tar.gz" -C "$PEER_DIR"
-  src=$PEER_DIR/llama_cpp_python-$VERSION/vendor/llama.cpp
-  cmake -S "$src" -B "$PEER_DIR/llama.cpp-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-    -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON >/dev/null
-  cmake --build "$PEER_DIR/llama.cpp-build" -j "$(nproc)" --target llama-bench llama-server
-fi
 
 cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 echo "# $(date -u +%FT%TZ), $cpu, $(nproc) CPUs, $THREADS threads, $(basename "$MODEL")," \
