@@ -334,7 +334,8 @@ async def one_request(client, model, prompt, max_tokens):
             if any(choice.text for choice in chunk.choices):
                 stamps.append(now)
     except (openai.OpenAIError, OSError) as error:
-        return {"error": f"{type(error).__name__}: {error}"[:300]}
+        cause = f" ({error.__cause__!r})" if error.__cause__ else ""
+        return {"error": f"{type(error).__name__}: {error}{cause}"[:300]}
     return {"ttft_s": stamps[0] - start if stamps else None,
             "gaps_s": [b - a for a, b in zip(stamps, stamps[1:])],
             "chunks": len(stamps), "usage_tokens": usage,
@@ -343,8 +344,13 @@ async def one_request(client, model, prompt, max_tokens):
 
 async def drive(port, model, items, concurrency, max_tokens):
     """`items` through `concurrency` lanes; (wall seconds, results in item order)."""
+    # A connection per request (Connection: close): llama-server (cpp-httplib) may close a
+    # kept-alive connection just as the next request goes out on it (seen after streams of more
+    # than ~5 s), which the client reports as "Server disconnected without sending a response".
+    # A loopback connection costs well under a millisecond, and every peer gets the same.
     client = openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused",
-                                max_retries=0, timeout=600)
+                                max_retries=0, timeout=600,
+                                default_headers={"Connection": "close"})
     queue = list(enumerate(items))
     results = [None] * len(items)
 
