@@ -10,37 +10,35 @@
 #
 #   bench/peer/llama_cpp.sh [BUILD_DIR]           # default: build
 # Env: PEER_DIR (/tmp/kvserve-peer: the sdist, llama.cpp's build), THREADS (2), MODEL (the
-#      default model's cached path), REPS (3).
+#      default model's cached path), REPS (3), COMPETE (0: busy-loop processes beside the run).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD_DIR=${1:-build}
 PEER_DIR=${PEER_DIR:-/tmp/kvserve-peer}
 THREADS=${THREADS:-2}
 REPS=${REPS:-3}
-VERSION=0.3.36
 MODEL=${MODEL:-${KVSERVE_CACHE_DIR:-$HOME/.cache/kvserve}/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 GENERATE=$BUILD_DIR/tools/kvserve-generate
 [ -x "$GENERATE" ] || { echo "peer: $GENERATE is missing (cmake --build $BUILD_DIR)" >&2; exit 1; }
 [ -f "$MODEL" ] || { echo "peer: no model at '$MODEL' (set MODEL=...)" >&2; exit 1; }
 
-mkdir -p "$PEER_DIR"
-BENCH=$PEER_DIR/llama.cpp-build/bin/llama-bench
-if [ ! -x "$BENCH" ]; then
-  if [ ! -f "$PEER_DIR/llama_cpp_python-$VERSION.tar.gz" ]; then
-    python3 -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==$VERSION" \
-      -d "$PEER_DIR"
-  fi
-  tar -xzf "$PEER_DIR/llama_cpp_python-$VERSION.tar.gz" -C "$PEER_DIR"
-  src=$PEER_DIR/llama_cpp_python-$VERSION/vendor/llama.cpp
-  cmake -S "$src" -B "$PEER_DIR/llama.cpp-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-    -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON >/dev/null
-  cmake --build "$PEER_DIR/llama.cpp-build" -j "$(nproc)" --target llama-bench llama-server
-fi
+source bench/peer/llama_cpp_build.sh
+build_llama_cpp llama-bench
+BENCH=$LLAMA_CPP_BUILD/bin/llama-bench
+
+# COMPETE=N: N CPU-bound processes (busy loops) run beside both engines for the whole run, the
+# figure a shared node gives.
+COMPETE=${COMPETE:-0}
+competitors=()
+for _ in $(seq "$COMPETE"); do
+  python3 -c 'while True: pass' &
+  competitors+=($!)
+done
+trap '[ ${#competitors[@]} -eq 0 ] || kill "${competitors[@]}" 2>/dev/null' EXIT
 
 cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 echo "# $(date -u +%FT%TZ), $cpu, $(nproc) CPUs, $THREADS threads, $(basename "$MODEL")," \
-  "load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  "load average $(cut -d' ' -f1-3 /proc/loadavg), $COMPETE competing CPU-bound processes"
 export OPENBLAS_NUM_THREADS=1
 out=$PEER_DIR/results.txt
 : >"$out"

@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# Sourced by the bench/peer scripts: build_llama_cpp TARGET... builds those targets of llama.cpp
+# Sourced by the bench/peer scripts (or run: builds llama-bench and llama-server):
+# build_llama_cpp TARGET... builds those targets of llama.cpp
 # from the source vendored in the PyPI sdist of llama-cpp-python (pinned below) in
 # $PEER_DIR/llama.cpp-build, the folder bench/peer/llama_cpp.sh uses, downloading and
 # configuring once. Sets LLAMA_CPP_SRC and LLAMA_CPP_BUILD.
@@ -23,3 +24,10 @@ build_llama_cpp() {
   fi
   cmake --build "$LLAMA_CPP_BUILD" -j 2 --target "$@" >/dev/null
 }
+
+# Run as a script (bench/peer/served.py does): llama-bench and llama-server.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  set -euo pipefail
+  PEER_DIR=${PEER_DIR:-/tmp/kvserve-peer}
+  build_llama_cpp llama-bench llama-server
+fi
