@@ -6,7 +6,9 @@
 #   kvserve      the same through the serving engine (build/tools/kvserve-generate: a random
 #                prompt of 128 / 512 token ids; 128 tokens decoded after a 1-token prompt,
 #                ignore_eos), 3 runs each, in the weights' stored form (--dtype=auto) and in f32
-# and prints tokens/s for both and the ratios kvserve / llama.cpp (medians), with the CPU named.
+# and prints tokens/s for both and the ratios kvserve / llama.cpp (medians), with the CPU named,
+# and each engine's batch-1 decode as a fraction of the memory-bandwidth bound (the read rate
+# BUILD_DIR/bench/kernels_bench measures in the same run over the file's bytes per token).
 #
 #   bench/peer/llama_cpp.sh [BUILD_DIR]           # default: build
 # Env: PEER_DIR (/tmp/kvserve-peer: the sdist, llama.cpp's build), THREADS (2), MODEL (the
@@ -61,7 +63,15 @@ for dtype in auto float32; do
     kvserve "$dtype" 1 129 | sed -n "s/.*decode: [0-9]* tokens in [0-9.]* s = \([0-9.]*\) tokens\/s.*/kvserve-$dtype tg128 \1/p" >>"$out"
   done
 done
-python3 - "$out" <<'PY'
+# The memory-bandwidth bound of batch-1 decode: every weight byte read once per token (the file's
+# size; the KV of a 129-token context is <1% of it) at the best read rate measured now.
+KERNELS_BENCH=$BUILD_DIR/bench/kernels_bench
+if [ -x "$KERNELS_BENCH" ]; then
+  "$KERNELS_BENCH" --benchmark_filter='BM_MemoryReadBandwidth' --benchmark_min_time=0.5 \
+    --benchmark_format=json 2>/dev/null | python3 -c 'import json, sys
+print("bandwidth read", max(b["bytes_per_second"] for b in json.load(sys.stdin)["benchmarks"]))' >>"$out"
+fi
+python3 - "$out" "$(stat -c %s "$MODEL")" <<'PY'
 import statistics, sys
 from collections import defaultdict
 runs = defaultdict(list)
@@ -75,4 +85,10 @@ for test in ("pp128", "pp512", "tg128"):
     ours = med.get(("kvserve-auto", test))
     f32 = med.get(("kvserve-float32", test))
     print(f"{test:6s} {base:10.1f} {ours:10.1f} {ours / base:6.2f} {f32:12.1f} {f32 / base:6.2f}")
+if ("bandwidth", "read") in med:
+    bandwidth, model_bytes = med[("bandwidth", "read")], int(sys.argv[2])
+    bound = bandwidth / model_bytes
+    print(f"tg128 bound: {bandwidth / 1e9:.1f} GB/s read / {model_bytes / 1e6:.1f} MB per token ="
+          f" {bound:.1f} tok/s; llama.cpp {med[('llama.cpp', 'tg128')] / bound:.2f} of it,"
+          f" kvserve {med[('kvserve-auto', 'tg128')] / bound:.2f}")
 PY
