@@ -290,6 +290,12 @@ class Backend {
   virtual void RmsNorm(const RmsNormParams& p) = 0;
   virtual void AddRmsNorm(const AddRmsNormParams& p) = 0;
   virtual void Linear(const LinearParams& p) = 0;
+  // Several products of one input (q, k and v; gate and up): every p[i] has the same x,
+  // num_tokens and in_features. A backend may run them as one parallel loop and prepare x once;
+  // each result is what Linear(p[i]) gives. The default calls Linear for each.
+  virtual void LinearSameInput(const LinearParams* p, int count) {
+    for (int i = 0; i < count; ++i) Linear(p[i]);
+  }
   virtual void Rope(const RopeParams& p) = 0;
   virtual void WriteKv(const KvWriteParams& p) = 0;
   virtual void PagedAttention(const PagedAttentionParams& p) = 0;

@@ -270,16 +270,25 @@ void LlamaModel::UploadMetadata(const ForwardBatch& b, const StepShape& shape) {
   backend_->CopyToDevice(state_.token_ids, staging_.data(), used * sizeof(int32_t));
 }
 
+namespace {
+
+kernels::LinearParams LinearOf(const float* x, const WeightView& w, const float* bias, float* y,
+                               int32_t num_tokens) {
+  return {.x = x,
+          .w = w.data,
+          .bias = bias,
+          .y = y,
+          .num_tokens = num_tokens,
+          .in_features = static_cast<int32_t>(w.cols),
+          .out_features = static_cast<int32_t>(w.rows),
+          .w_dtype = w.dtype};
+}
+
+}  // namespace
+
 void LlamaModel::Linear(const float* x, const WeightView& w, const float* bias, float* y,
                         int32_t num_tokens) {
-  backend_->Linear({.x = x,
-                    .w = w.data,
-                    .bias = bias,
-                    .y = y,
-                    .num_tokens = num_tokens,
-                    .in_features = static_cast<int32_t>(w.cols),
-                    .out_features = static_cast<int32_t>(w.rows),
-                    .w_dtype = w.dtype});
+  backend_->Linear(LinearOf(x, w, bias, y, num_tokens));
 }
 
 // normed -> q, k, v -> cache -> attention over the paged cache -> delta = attn Wo^T, summed
@@ -290,9 +299,10 @@ void LlamaModel::Attention(const StepShape& shape, const DeviceLayer& layer, int
   const TensorShard& shard = weights_->shard();
   const int32_t T = shape.num_tokens;
   RunState& s = state_;
-  Linear(s.normed, layer.wq, layer.bq, s.q, T);
-  Linear(s.normed, layer.wk, layer.bk, s.k, T);
-  Linear(s.normed, layer.wv, layer.bv, s.v, T);
+  const kernels::LinearParams qkv[] = {LinearOf(s.normed, layer.wq, layer.bq, s.q, T),
+                                       LinearOf(s.normed, layer.wk, layer.bk, s.k, T),
+                                       LinearOf(s.normed, layer.wv, layer.bv, s.v, T)};
+  backend_->LinearSameInput(qkv, 3);
   backend_->Rope({.q = s.q,
                   .k = s.k,
                   .positions = s.positions,
@@ -325,8 +335,10 @@ void LlamaModel::Attention(const StepShape& shape, const DeviceLayer& layer, int
 // normed -> delta = (silu(normed Wg^T) * normed Wu^T) Wd^T, summed over the ranks.
 void LlamaModel::Mlp(int32_t num_tokens, const DeviceLayer& layer) {
   RunState& s = state_;
-  Linear(s.normed, layer.w_gate, nullptr, s.gate, num_tokens);
-  Linear(s.normed, layer.w_up, nullptr, s.up, num_tokens);
+  const kernels::LinearParams gate_up[] = {
+      LinearOf(s.normed, layer.w_gate, nullptr, s.gate, num_tokens),
+      LinearOf(s.normed, layer.w_up, nullptr, s.up, num_tokens)};
+  backend_->LinearSameInput(gate_up, 2);
   backend_->SiluAndMul({.gate = s.gate,
                         .up = s.up,
                         .out = s.gate,

@@ -32,6 +32,9 @@ void AddRmsNorm(const AddRmsNormParams& p);
 // Output rows are split over `pool` when it is given: f32 weights for small batches (2..16
 // tokens), every other weight type always. REQUIRES: in_features a whole number of blocks.
 void Linear(const LinearParams& p, ThreadPool* pool = nullptr);
+// Backend::LinearSameInput: GGUF block types run as one loop over the rows of all count
+// products, with x quantized once; other types one Linear each.
+void LinearSameInput(const LinearParams* p, int count, ThreadPool* pool = nullptr);
 void Rope(const RopeParams& p);
 void WriteKv(const KvWriteParams& p);
 void SiluAndMul(const SiluAndMulParams& p);
@@ -73,6 +76,9 @@ class CpuBackend : public Backend {
   void RmsNorm(const RmsNormParams& p) override { cpu::RmsNorm(p); }
   void AddRmsNorm(const AddRmsNormParams& p) override { cpu::AddRmsNorm(p); }
   void Linear(const LinearParams& p) override { cpu::Linear(p, &pool_); }
+  void LinearSameInput(const LinearParams* p, int count) override {
+    cpu::LinearSameInput(p, count, &pool_);
+  }
   void Rope(const RopeParams& p) override { cpu::Rope(p); }
   void WriteKv(const KvWriteParams& p) override { cpu::WriteKv(p); }
   void PagedAttention(const PagedAttentionParams& p) override { cpu::PagedAttention(p, &pool_); }

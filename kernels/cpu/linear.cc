@@ -139,9 +139,20 @@ void Linear(const LinearParams& p, ThreadPool* pool) {
   } else if (p.w_dtype == DType::kBF16 || p.w_dtype == DType::kF16) {
     HalfLinear(p, pool, ActiveCpuIsa());
   } else {
-    QuantLinear(p, pool, ActiveCpuIsa());
+    QuantLinear(&p, 1, pool, ActiveCpuIsa());
   }
   AddBias(p);
+}
+
+void LinearSameInput(const LinearParams* p, int count, ThreadPool* pool) {
+  bool all_blocks = count > 0 && p[0].num_tokens > 0;
+  for (int i = 0; i < count; ++i) all_blocks = all_blocks && IsBlockQuantized(p[i].w_dtype);
+  if (!all_blocks) {
+    for (int i = 0; i < count; ++i) Linear(p[i], pool);
+    return;
+  }
+  QuantLinear(p, count, pool, ActiveCpuIsa());
+  for (int i = 0; i < count; ++i) AddBias(p[i]);
 }
 
 }  // namespace kvserve::kernels::cpu

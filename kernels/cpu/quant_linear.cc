@@ -27,56 +27,6 @@ QuantRowsFn KernelFor(DType w_dtype, CpuIsa isa) {
   return QuantRowsScalar(w_dtype);
 }
 
-// The tiled kernel's call: activations packed in pairs, each pool thread decoding its row tiles
-// into its own scratch. Buffers are grown once to the largest call (no allocation in steady
-// state); the pool's threads use them while this (the calling) thread waits in ParallelFor.
-void TiledLinear(const LinearParams& p, ThreadPool* pool, const ActBlock* activations,
-                 QuantTileFn tile) {
-  const int32_t num_blocks = p.in_features / kActBlock;
-  const int32_t num_pairs = (num_blocks + 1) / 2;
-  const int32_t sums_stride = (num_blocks + 15) / 16 * 16;
-  const int num_threads = pool != nullptr ? pool->num_threads() : 1;
-  thread_local std::vector<ActPair> pairs;
-  thread_local std::vector<float> sums;
-  thread_local std::vector<WeightPair> scratch_pairs;
-  thread_local std::vector<float> scratch_offsets;
-  const auto grow = [](auto& buffer, size_t size) {
-    if (buffer.size() < size) buffer.resize(size);
-  };
-  grow(pairs, static_cast<size_t>(p.num_tokens) * num_pairs);
-  grow(sums, static_cast<size_t>(p.num_tokens) * sums_stride);
-  grow(scratch_pairs, static_cast<size_t>(num_threads) * 4 * num_pairs);
-  grow(scratch_offsets, static_cast<size_t>(num_threads) * 4 * sums_stride);
-  PackActivationPairs(activations, p.num_tokens, num_blocks, pairs.data(), sums.data(),
-                      sums_stride);
-  const QuantTileArgs args{static_cast<const uint8_t*>(p.w),
-                           RowBytes(p.w_dtype, p.in_features),
-                           num_blocks,
-                           num_pairs,
-                           sums_stride,
-                           pairs.data(),
-                           sums.data(),
-                           p.num_tokens,
-                           p.y,
-                           p.out_features};
-  const int64_t num_items = (p.out_features + kRowsPerItem - 1) / kRowsPerItem;
-  // The calling thread's buffers (a thread_local named in the lambda would be the pool thread's).
-  WeightPair* const all_pairs = scratch_pairs.data();
-  float* const all_offsets = scratch_offsets.data();
-  const auto body = [&](int64_t item, int thread_index) {
-    const QuantTileScratch scratch{all_pairs + int64_t{thread_index} * 4 * num_pairs,
-                                   all_offsets + int64_t{thread_index} * 4 * sums_stride};
-    const int64_t begin = item * kRowsPerItem;
-    const int64_t end = std::min<int64_t>(begin + kRowsPerItem, p.out_features);
-    tile(args, static_cast<int32_t>(begin), static_cast<int32_t>(end), scratch);
-  };
-  if (pool == nullptr) {
-    for (int64_t item = 0; item < num_items; ++item) body(item, 0);
-  } else {
-    pool->ParallelFor(num_items, body);
-  }
-}
-
 }  // namespace
 
 void QuantizeActivations(const float* x, int32_t num_tokens, int32_t in_features, ActBlock* out) {
@@ -117,41 +67,94 @@ void PackActivationPairs(const ActBlock* blocks, int32_t num_tokens, int32_t num
   }
 }
 
-void QuantLinear(const LinearParams& p, ThreadPool* pool, CpuIsa isa) {
-  // Grown once to the largest call, then reused: no allocation in steady state. Read by the pool
-  // threads while this (the calling) thread waits in ParallelFor.
+void QuantLinear(const LinearParams* p, int count, ThreadPool* pool, CpuIsa isa) {
+  constexpr int kMaxProducts = 4;
+  if (count > kMaxProducts) {  // more than a layer's q, k, v: in groups
+    QuantLinear(p, kMaxProducts, pool, isa);
+    QuantLinear(p + kMaxProducts, count - kMaxProducts, pool, isa);
+    return;
+  }
+  // Buffers grown once to the largest call, then reused: no allocation in steady state. They are
+  // the calling thread's: the pool threads use them (through the pointers taken here; a
+  // thread_local named in the loop body would be the pool thread's own) while it waits.
   thread_local std::vector<ActBlock> activations;
-  const int32_t num_blocks = p.in_features / kActBlock;
-  const size_t needed = static_cast<size_t>(p.num_tokens) * num_blocks;
-  if (activations.size() < needed) activations.resize(needed);
+  thread_local std::vector<ActPair> pairs;
+  thread_local std::vector<float> sums;
+  thread_local std::vector<WeightPair> scratch_pairs;
+  thread_local std::vector<float> scratch_offsets;
+  const auto grow = [](auto& buffer, size_t size) {
+    if (buffer.size() < size) buffer.resize(size);
+  };
+  const int32_t num_tokens = p[0].num_tokens;
+  const int32_t num_blocks = p[0].in_features / kActBlock;
+  const int32_t num_pairs = (num_blocks + 1) / 2;
+  const int32_t sums_stride = (num_blocks + 15) / 16 * 16;
+  grow(activations, static_cast<size_t>(num_tokens) * num_blocks);
   switch (isa) {
     case CpuIsa::kAvx512:
-      QuantizeActivationsAvx512(p.x, p.num_tokens, p.in_features, activations.data());
+      QuantizeActivationsAvx512(p[0].x, num_tokens, p[0].in_features, activations.data());
       break;
     case CpuIsa::kAvx2:
-      QuantizeActivationsAvx2(p.x, p.num_tokens, p.in_features, activations.data());
+      QuantizeActivationsAvx2(p[0].x, num_tokens, p[0].in_features, activations.data());
       break;
     case CpuIsa::kScalar:
-      QuantizeActivations(p.x, p.num_tokens, p.in_features, activations.data());
+      QuantizeActivations(p[0].x, num_tokens, p[0].in_features, activations.data());
       break;
   }
 
-  if (const QuantTileFn tile = isa == CpuIsa::kAvx512 ? QuantTileAvx512(p.w_dtype) : nullptr;
-      tile != nullptr) {
-    TiledLinear(p, pool, activations.data(), tile);
-    return;
+  // Per product: the tiled kernel where there is one for its type (the activations are then
+  // packed in pairs, once), else the row kernel; and where its items start in the shared loop.
+  QuantTileFn tiles[kMaxProducts] = {};
+  QuantRowsFn rows[kMaxProducts] = {};
+  int64_t first_item[kMaxProducts + 1] = {0};
+  bool any_tile = false;
+  for (int i = 0; i < count; ++i) {
+    tiles[i] = isa == CpuIsa::kAvx512 ? QuantTileAvx512(p[i].w_dtype) : nullptr;
+    rows[i] = tiles[i] == nullptr ? KernelFor(p[i].w_dtype, isa) : nullptr;
+    any_tile = any_tile || tiles[i] != nullptr;
+    first_item[i + 1] = first_item[i] + (p[i].out_features + kRowsPerItem - 1) / kRowsPerItem;
   }
-  const QuantRowsArgs args{static_cast<const uint8_t*>(p.w),
-                           RowBytes(p.w_dtype, p.in_features),
-                           num_blocks,
-                           activations.data(),
-                           p.num_tokens,
-                           p.y,
-                           p.out_features};
-  const QuantRowsFn rows = KernelFor(p.w_dtype, isa);
-  ParallelForRanges(pool, p.out_features, kRowsPerItem, [&](int64_t begin, int64_t end) {
-    rows(args, static_cast<int32_t>(begin), static_cast<int32_t>(end));
-  });
+  const int num_threads = pool != nullptr ? pool->num_threads() : 1;
+  if (any_tile) {
+    grow(pairs, static_cast<size_t>(num_tokens) * num_pairs);
+    grow(sums, static_cast<size_t>(num_tokens) * sums_stride);
+    grow(scratch_pairs, static_cast<size_t>(num_threads) * 4 * num_pairs);
+    grow(scratch_offsets, static_cast<size_t>(num_threads) * 4 * sums_stride);
+    PackActivationPairs(activations.data(), num_tokens, num_blocks, pairs.data(), sums.data(),
+                        sums_stride);
+  }
+  const ActBlock* const blocks = activations.data();
+  const ActPair* const packed = pairs.data();
+  const float* const block_sums = sums.data();
+  WeightPair* const all_pairs = scratch_pairs.data();
+  float* const all_offsets = scratch_offsets.data();
+
+  const auto body = [&](int64_t item, int thread_index) {
+    int i = 0;
+    while (item >= first_item[i + 1]) ++i;
+    const LinearParams& product = p[i];
+    const auto begin = static_cast<int32_t>((item - first_item[i]) * kRowsPerItem);
+    const int32_t end = std::min<int32_t>(begin + kRowsPerItem, product.out_features);
+    const auto* w = static_cast<const uint8_t*>(product.w);
+    const int64_t row_bytes = RowBytes(product.w_dtype, product.in_features);
+    if (tiles[i] != nullptr) {
+      const QuantTileArgs args{w,          row_bytes,  num_blocks, num_pairs,
+                               sums_stride, packed,    block_sums, num_tokens,
+                               product.y,  product.out_features};
+      tiles[i](args, begin, end,
+               {all_pairs + int64_t{thread_index} * 4 * num_pairs,
+                all_offsets + int64_t{thread_index} * 4 * sums_stride});
+    } else {
+      const QuantRowsArgs args{w,          row_bytes, num_blocks, blocks, num_tokens, product.y,
+                               product.out_features};
+      rows[i](args, begin, end);
+    }
+  };
+  if (pool == nullptr) {
+    for (int64_t item = 0; item < first_item[count]; ++item) body(item, 0);
+  } else {
+    pool->ParallelFor(first_item[count], body);
+  }
 }
 
 }  // namespace kvserve::kernels::cpu

@@ -136,9 +136,11 @@ void QuantizeActivationsAvx2(const float* x, int32_t num_tokens, int32_t in_feat
 void QuantizeActivationsAvx512(const float* x, int32_t num_tokens, int32_t in_features,
                                ActBlock* out);
 
-// p.y = p.x W^T for a block-quantized p.w_dtype, bias not added, with the kernels of `isa`
-// (REQUIRES: isa <= DetectedCpuIsa()). Rows are split over pool (nullptr: calling thread only).
-void QuantLinear(const LinearParams& p, ThreadPool* pool, CpuIsa isa);
+// p[i].y = p[i].x W_i^T for block-quantized weights, bias not added, with the kernels of `isa`
+// (REQUIRES: isa <= DetectedCpuIsa(); every p[i] has the same x, num_tokens and in_features).
+// x is quantized once, and the rows of all count products are split over pool as one loop
+// (nullptr: calling thread only).
+void QuantLinear(const LinearParams* p, int count, ThreadPool* pool, CpuIsa isa);
 
 }  // namespace kvserve::kernels::cpu
 

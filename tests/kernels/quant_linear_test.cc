@@ -175,6 +175,51 @@ TEST_P(QuantLinearTest, ATokensOutputIsTheSameInEveryBatch) {
   }
 }
 
+// LinearSameInput (q, k and v as one loop over all their rows, x quantized once) gives each
+// product exactly what Linear gives it, also when the products' types differ (Q4_K_M files keep
+// some matrices in Q6_K) and with biases.
+TEST(QuantLinearTest, ProductsOfOneInputAsOneLoopEqualEachAlone) {
+  std::mt19937 rng(kSeed + 11);
+  cpu::ThreadPool pool(2);
+  IsaCapGuard guard;
+  const int in = 512;
+  for (const auto& types : {std::vector<DType>{DType::kQ4_1, DType::kQ4_1, DType::kQ4_1},
+                            std::vector<DType>{DType::kQ4_K, DType::kQ4_K, DType::kQ6_K},
+                            std::vector<DType>{DType::kQ8_0, DType::kBF16}}) {
+    const int count = static_cast<int>(types.size());
+    std::vector<std::vector<uint8_t>> w;
+    std::vector<std::vector<float>> bias;
+    const int outs[] = {130, 64, 70};
+    for (int i = 0; i < count; ++i) {
+      w.push_back(testing::RandomWeights(outs[i], in, types[i], rng));
+      bias.push_back(testing::RandomFloats(outs[i], rng));
+    }
+    for (int tokens : {1, 5}) {
+      const std::vector<float> x = testing::RandomFloats(size_t{1} * tokens * in, rng);
+      for (CpuIsa isa : AvailableIsas()) {
+        cpu::SetCpuIsaCapForTesting(isa);
+        std::vector<std::vector<float>> alone(count), together(count);
+        std::vector<LinearParams> params;
+        for (int i = 0; i < count; ++i) {
+          alone[i].resize(size_t{1} * tokens * outs[i]);
+          together[i].resize(alone[i].size(), -1.0f);
+          cpu::Linear({x.data(), w[i].data(), bias[i].data(), alone[i].data(), tokens, in,
+                       outs[i], types[i]},
+                      &pool);
+          params.push_back({x.data(), w[i].data(), bias[i].data(), together[i].data(), tokens, in,
+                            outs[i], types[i]});
+        }
+        cpu::LinearSameInput(params.data(), count, &pool);
+        for (int i = 0; i < count; ++i) {
+          ASSERT_EQ(together[i], alone[i]) << "isa=" << cpu::CpuIsaName(isa) << " product " << i
+                                           << " (" << DTypeName(types[i]) << "), " << tokens
+                                           << " tokens";
+        }
+      }
+    }
+  }
+}
+
 // The block-type error bound is a real bound, not slack: it is about 1/254 of sum |w x|, and the
 // observed error must reach a fair part of it somewhere (else the kernel would not be quantizing).
 TEST(QuantLinearTest, Q8_0ErrorIsTheActivationQuantizationError) {
