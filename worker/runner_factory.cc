@@ -82,7 +82,7 @@ absl::StatusOr<CreatedRunner> CreateLlamaRunner(const RunnerFactoryOptions& opti
   }
   created.weight_bytes = weights->bytes();
   absl::StatusOr<std::unique_ptr<LlamaModelRunner>> runner = LlamaModelRunner::Create(
-      std::move(weights), {.kv_dtype = *kv_dtype,
+      std::move(weights), {.kv_dtype = created.kv_dtype,
                            .memory_utilization = options.gpu_memory_utilization,
                            .enforce_eager = options.enforce_eager,
                            .comm = tensor_parallel.comm});

@@ -162,6 +162,26 @@ TEST(TensorParallelRunnerTest, KvMemoryBudgetIsPerRank) {
   EXPECT_EQ((*group_core)->num_kv_blocks(), 400);
 }
 
+// --kv_cache_dtype=auto with GGUF blocks computed as stored on the CPU is an f16 cache, and the
+// runner's pool is what the factory reports (half the bytes per block of float32).
+TEST(RunnerFactoryTest, AutoKvCacheIsF16ForStoredBlocksOnTheCpu) {
+  testing::TempDir dir("tensor_parallel_engine_test");
+  const std::string path = (dir.path() / "q.gguf").string();
+  testing::WriteFile(path, testing::QuantizedModelGguf());
+  int64_t bytes[2] = {};
+  for (int i = 0; i < 2; ++i) {
+    RunnerFactoryOptions options;
+    options.model = path;
+    options.num_threads = 1;
+    options.kv_cache_dtype = i == 0 ? "auto" : "float32";
+    absl::StatusOr<CreatedRunner> created = CreateLlamaRunner(options);
+    ASSERT_TRUE(created.ok()) << created.status();
+    EXPECT_EQ(created->kv_dtype, i == 0 ? KvDtype::kF16 : KvDtype::kF32);
+    bytes[i] = created->runner->KvBytesPerBlock(16);
+  }
+  EXPECT_EQ(2 * bytes[0], bytes[1]);
+}
+
 // The runner factory loads a rank's shard; a block-quantized matrix whose column slice is off its
 // block boundaries (Q4_K o_proj and down_proj, 512 columns over 4 ranks) is converted and said.
 TEST(TensorParallelRunnerTest, FactoryConvertsColumnSlicesOffBlockBoundaries) {
