@@ -2,11 +2,11 @@
 # Side-by-side with llama.cpp on this machine (not run in CI): builds llama.cpp's llama-bench
 # from the source vendored in the PyPI sdist of llama-cpp-python (pinned) in a scratch folder
 # outside the repository, then measures, in one run and on the same GGUF file and thread count:
-#   llama-bench  pp128, pp512 (prefill) and tg128 (batch-1 decode), 3 repetitions
+#   llama-bench  pp128, pp512 (prefill) and tg128 (batch-1 decode), REPS (3) repetitions
 #   kvserve      the same through the serving engine (build/tools/kvserve-generate: a random
 #                prompt of 128 / 512 token ids; 128 tokens decoded after a 1-token prompt,
-#                ignore_eos), 3 runs each, in the weights' stored form (--dtype=auto) and in f32
-# and prints tokens/s for both and the ratios kvserve / llama.cpp (medians), with the CPU named,
+#                ignore_eos), REPS runs each, in the weights' stored form (--dtype=auto) and in f32
+# alternated rep by rep, and prints tokens/s for both and the ratios kvserve / llama.cpp (medians), with the CPU named,
 # and each engine's batch-1 decode as a fraction of the memory-bandwidth bound (the read rate
 # BUILD_DIR/bench/kernels_bench measures in the same run over the file's bytes per token).
 #
@@ -44,19 +44,21 @@ echo "# $(date -u +%FT%TZ), $cpu, $(nproc) CPUs, $THREADS threads, $(basename "$
 export OPENBLAS_NUM_THREADS=1
 out=$PEER_DIR/results.txt
 : >"$out"
-"$BENCH" -m "$MODEL" -t "$THREADS" -p 128,512 -n 128 -r "$REPS" -o json 2>/dev/null |
-  python3 -c 'import json, sys
-for r in json.load(sys.stdin):
-    test = "pp%d" % r["n_prompt"] if r["n_prompt"] else "tg%d" % r["n_gen"]
-    print("llama.cpp", test, r["avg_ts"])' >>"$out"
 # Prefill: a random prompt of 128 / 512 ids (one token decoded); decode: llama-bench's tg128
 # starts from an empty context, so here 128 tokens after a 1-token prompt.
 kvserve() {  # dtype, prompt tokens, tokens to generate
   "$GENERATE" --model="$MODEL" --dtype="$1" --threads="$THREADS" --prompt_tokens="$2" \
     --max_tokens="$3" --ignore_eos 2>&1
 }
-for dtype in auto float32; do
-  for _ in $(seq "$REPS"); do
+# Repetitions alternate between the engines (llama.cpp, kvserve as stored, kvserve f32, ...), so
+# drift on a shared machine hits all of them.
+for _ in $(seq "$REPS"); do
+  "$BENCH" -m "$MODEL" -t "$THREADS" -p 128,512 -n 128 -r 1 -o json 2>/dev/null |
+    python3 -c 'import json, sys
+for r in json.load(sys.stdin):
+    test = "pp%d" % r["n_prompt"] if r["n_prompt"] else "tg%d" % r["n_gen"]
+    print("llama.cpp", test, r["avg_ts"])' >>"$out"
+  for dtype in auto float32; do
     for prompt in 128 512; do
       kvserve "$dtype" "$prompt" 1 | sed -n "s/.*prompt: $prompt tokens in [0-9.]* s = \([0-9.]*\) tokens\/s.*/kvserve-$dtype pp$prompt \1/p" >>"$out"
     done
