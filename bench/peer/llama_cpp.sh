@@ -6,9 +6,10 @@
 #   kvserve      the same through the serving engine (build/tools/kvserve-generate: a random
 #                prompt of 128 / 512 token ids; 128 tokens decoded after a 1-token prompt,
 #                ignore_eos), REPS runs each, in the weights' stored form (--dtype=auto) and in f32
-# alternated rep by rep, and prints tokens/s for both and the ratios kvserve / llama.cpp (medians), with the CPU named,
-# and each engine's batch-1 decode as a fraction of the memory-bandwidth bound (the read rate
-# BUILD_DIR/bench/kernels_bench measures in the same run over the file's bytes per token).
+# alternated rep by rep, and prints tokens/s for both and the ratios kvserve / llama.cpp
+# (medians), with the CPU named, and each engine's batch-1 decode as a fraction of the
+# memory-bandwidth bound (the read rate BUILD_DIR/bench/kernels_bench measures in the same run
+# over the file's bytes per token).
 #
 #   bench/peer/llama_cpp.sh [BUILD_DIR]           # default: build
 # Env: PEER_DIR (/tmp/kvserve-peer: the sdist, llama.cpp's build), THREADS (2), MODEL (the
