@@ -118,8 +118,8 @@ void QuantLinear(const LinearParams* p, int count, ThreadPool* pool, CpuIsa isa)
   if (any_tile) {
     grow(pairs, static_cast<size_t>(num_tokens) * num_pairs);
     grow(sums, static_cast<size_t>(num_tokens) * sums_stride);
-    grow(scratch_pairs, static_cast<size_t>(num_threads) * 4 * num_pairs);
-    grow(scratch_offsets, static_cast<size_t>(num_threads) * 4 * sums_stride);
+    grow(scratch_pairs, static_cast<size_t>(num_threads) * kQuantTileRows * num_pairs);
+    grow(scratch_offsets, static_cast<size_t>(num_threads) * kQuantTileRows * sums_stride);
     PackActivationPairs(activations.data(), num_tokens, num_blocks, pairs.data(), sums.data(),
                         sums_stride);
   }
@@ -142,8 +142,8 @@ void QuantLinear(const LinearParams* p, int count, ThreadPool* pool, CpuIsa isa)
                                sums_stride, packed,    block_sums, num_tokens,
                                product.y,  product.out_features};
       tiles[i](args, begin, end,
-               {all_pairs + int64_t{thread_index} * 4 * num_pairs,
-                all_offsets + int64_t{thread_index} * 4 * sums_stride});
+               {all_pairs + int64_t{thread_index} * kQuantTileRows * num_pairs,
+                all_offsets + int64_t{thread_index} * kQuantTileRows * sums_stride});
     } else {
       const QuantRowsArgs args{w,          row_bytes, num_blocks, blocks, num_tokens, product.y,
                                product.out_features};

@@ -62,7 +62,7 @@ using QuantRowsFn = void (*)(const QuantRowsArgs& args, int32_t row_begin, int32
 // weight is an unsigned byte u with w = dw * u + off per 32-element block (Q8_0: u = w + 128,
 // off = -128 dw), so a block's product with activation block a is
 //   dw * a.d * sum(u[i] * a.q[i]) + off * a.s.
-// A tile of up to 4 rows is decoded once into scratch (WeightPair), then multiplied with every
+// A tile of up to kQuantTileRows rows is decoded once into scratch (WeightPair), then multiplied with every
 // token in groups of up to 6, each weight pair and activation pair loaded once per tile: the
 // integer dots go through vpdpbusd and the scaled sums into one 16-lane fp32 accumulator per
 // (row, token); the offset terms are a float dot of the row's offsets with the token's block
@@ -95,10 +95,12 @@ struct QuantTileArgs {
   int32_t out_features;
 };
 
-// Scratch of one thread for QuantTileFn: 4 rows of decoded pairs and offsets.
+constexpr int kQuantTileRows = 4;  // rows decoded together into a thread's scratch
+
+// Scratch of one thread for QuantTileFn: a tile's rows of decoded pairs and offsets.
 struct QuantTileScratch {
-  WeightPair* pairs;  // [4, num_pairs]
-  float* offsets;     // [4, sums_stride]
+  WeightPair* pairs;  // [kQuantTileRows, num_pairs]
+  float* offsets;     // [kQuantTileRows, sums_stride]
 };
 
 using QuantTileFn = void (*)(const QuantTileArgs& args, int32_t row_begin, int32_t row_end,

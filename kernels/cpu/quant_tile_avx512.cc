@@ -22,7 +22,7 @@
 namespace kvserve::kernels::cpu {
 namespace {
 
-constexpr int kTileRows = 4;
+constexpr int kTileRows = kQuantTileRows;
 constexpr int kTileTokens = 6;  // 4 x 6 accumulators + operands fit the 32 vector registers
 
 int Min(int a, int b) { return a < b ? a : b; }

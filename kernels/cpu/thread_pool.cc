@@ -37,14 +37,10 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
-namespace {
-constexpr uint64_t Generation(uint64_t word, int item_bits) { return word >> (2 * item_bits); }
-}  // namespace
-
-void ThreadPool::Drain(uint64_t generation, int thread_index) {
+void ThreadPool::Drain(uint32_t generation, int thread_index) {
   uint64_t word = loop_.load(std::memory_order_acquire);
   for (;;) {
-    if (Generation(word, kItemBits) != generation) return;
+    if (GenerationOf(word) != generation) return;
     const uint64_t count = (word >> kItemBits) & kItemMask;
     const uint64_t next = word & kItemMask;
     if (next >= count) return;
@@ -82,13 +78,12 @@ void ThreadPool::Run(int64_t num_items, Invoke invoke, const void* body) {
 
 void ThreadPool::RunLoop(int64_t count) {
   items_done_.store(0, std::memory_order_relaxed);
-  const uint64_t generation = (Generation(loop_.load(std::memory_order_relaxed), kItemBits) + 1) &
-                              ((uint64_t{1} << (64 - 2 * kItemBits)) - 1);
+  const uint32_t generation = GenerationOf(loop_.load(std::memory_order_relaxed)) + 1;  // wraps
   bool wake = false;
   {
     // Under mu_, so that a worker checking the generation before it sleeps cannot miss it.
     std::lock_guard<std::mutex> lock(mu_);
-    loop_.store((generation << (2 * kItemBits)) | (static_cast<uint64_t>(count) << kItemBits),
+    loop_.store((uint64_t{generation} << 32) | (static_cast<uint64_t>(count) << kItemBits),
                 std::memory_order_release);
     wake = sleeping_workers_ > 0;
   }
@@ -105,10 +100,8 @@ void ThreadPool::RunLoop(int64_t count) {
 }
 
 void ThreadPool::WorkerLoop(int thread_index) {
-  uint64_t seen = 0;  // the generation this worker last drained
-  const auto current = [this] {
-    return Generation(loop_.load(std::memory_order_acquire), kItemBits);
-  };
+  uint32_t seen = 0;  // the generation this worker last drained
+  const auto current = [this] { return GenerationOf(loop_.load(std::memory_order_acquire)); };
   for (;;) {
     bool ready = false;
     for (int spin = 0; spin < kSpinIterations && !ready; ++spin) {

@@ -61,13 +61,15 @@ class ThreadPool {
   static constexpr int kItemBits = 16;
   static constexpr uint64_t kItemMask = (uint64_t{1} << kItemBits) - 1;
   static constexpr int64_t kMaxItemsPerLoop = int64_t{1} << kItemBits;
+  static_assert(2 * kItemBits == 32, "the generation is the word's upper 32 bits");
+  static uint32_t GenerationOf(uint64_t word) { return static_cast<uint32_t>(word >> 32); }
 
   void Run(int64_t num_items, Invoke invoke, const void* body);
   void RunLoop(int64_t num_items);  // REQUIRES: 1 <= num_items < kMaxItemsPerLoop
   void WorkerLoop(int thread_index);
   // Claims and runs items of the loop whose word had generation `generation`; returns when none
   // is left (or the loop is no longer that generation).
-  void Drain(uint64_t generation, int thread_index);
+  void Drain(uint32_t generation, int thread_index);
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
