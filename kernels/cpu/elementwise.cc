@@ -108,7 +108,8 @@ void Argmax(const ArgmaxParams& p) {
       continue;
     }
 #pragma omp simd reduction(max : best_value)
-    for (int32_t v = 1; v < p.vocab; ++v) best_value = logits[v] > best_value ? logits[v] : best_value;
+    for (int32_t v = 1; v < p.vocab; ++v)
+      best_value = logits[v] > best_value ? logits[v] : best_value;
     int32_t best = 0;
     for (int32_t v = 0; v < p.vocab; ++v) {
       if (logits[v] == best_value) {

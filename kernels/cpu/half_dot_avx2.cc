@@ -117,7 +117,8 @@ void WidenHalfAvx2(const uint16_t* src, bool bf16, int64_t n, float* dst) {
   if (bf16) {
     for (; i + 8 <= n; i += 8) {
       const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
-      _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16)));
+      _mm256_storeu_ps(dst + i,
+                       _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16)));
     }
     for (; i < n; ++i) {
       const uint32_t bits = static_cast<uint32_t>(src[i]) << 16;
@@ -125,7 +126,8 @@ void WidenHalfAvx2(const uint16_t* src, bool bf16, int64_t n, float* dst) {
     }
   } else {
     for (; i + 8 <= n; i += 8) {
-      _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+      _mm256_storeu_ps(dst + i,
+                       _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
     }
     for (; i < n; ++i) dst[i] = _cvtsh_ss(src[i]);
   }

@@ -80,13 +80,13 @@ inline float ExpNonPositive(float x) {
 // One query row against one block of keys: the scores, then the online softmax's update of the
 // row's running max, sum and accumulator.
 struct RowUpdate {
-  const float* q;    // [head_dim], pre-scaled
-  const float* k;    // [valid, head_dim]
-  const float* v;    // [valid, head_dim]
-  int valid;         // keys of the block this row sees
+  const float* q;  // [head_dim], pre-scaled
+  const float* k;  // [valid, head_dim]
+  const float* v;  // [valid, head_dim]
+  int valid;       // keys of the block this row sees
   int head_dim;
-  float* scores;     // [valid] scratch
-  float* acc;        // [head_dim]
+  float* scores;  // [valid] scratch
+  float* acc;     // [head_dim]
   float* row_max;
   float* row_sum;
 };
@@ -109,7 +109,8 @@ inline float SoftmaxWeights(const RowUpdate& u) {
 }
 
 void UpdateRowGeneric(const RowUpdate& u) {
-  for (int key = 0; key < u.valid; ++key) u.scores[key] = Dot(u.q, u.k + key * u.head_dim, u.head_dim);
+  for (int key = 0; key < u.valid; ++key)
+    u.scores[key] = Dot(u.q, u.k + key * u.head_dim, u.head_dim);
   const float correction = SoftmaxWeights(u);
   for (int d = 0; d < u.head_dim; ++d) u.acc[d] *= correction;
   for (int key = 0; key < u.valid; ++key) {
@@ -144,8 +145,8 @@ __attribute__((target("avx512f,fma"))) void UpdateRowAvx512(const RowUpdate& u) 
   for (int d = 0; d < u.head_dim; d += 16) {
     __m512 a = _mm512_mul_ps(_mm512_loadu_ps(u.acc + d), correction);
     for (int key = 0; key < u.valid; ++key) {
-      a = _mm512_fmadd_ps(_mm512_set1_ps(u.scores[key]), _mm512_loadu_ps(u.v + key * u.head_dim + d),
-                          a);
+      a = _mm512_fmadd_ps(_mm512_set1_ps(u.scores[key]),
+                          _mm512_loadu_ps(u.v + key * u.head_dim + d), a);
     }
     _mm512_storeu_ps(u.acc + d, a);
   }

@@ -220,7 +220,8 @@ void QuantizeActivationsAvx2(const float* x, int32_t num_tokens, int32_t in_feat
     const __m256i q8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(q16_01, q16_23),
                                                    _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].q), q8);
-    const __m256i sum8 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    const __m256i sum8 =
+        _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
     __m128i sum4 = _mm_add_epi32(_mm256_castsi256_si128(sum8), _mm256_extracti128_si256(sum8, 1));
     sum4 = _mm_add_epi32(sum4, _mm_shuffle_epi32(sum4, 0x4E));
     sum4 = _mm_add_epi32(sum4, _mm_shuffle_epi32(sum4, 0xB1));

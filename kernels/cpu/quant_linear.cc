@@ -138,15 +138,14 @@ void QuantLinear(const LinearParams* p, int count, ThreadPool* pool, CpuIsa isa)
     const auto* w = static_cast<const uint8_t*>(product.w);
     const int64_t row_bytes = RowBytes(product.w_dtype, product.in_features);
     if (tiles[i] != nullptr) {
-      const QuantTileArgs args{w,          row_bytes,  num_blocks, num_pairs,
-                               sums_stride, packed,    block_sums, num_tokens,
-                               product.y,  product.out_features};
+      const QuantTileArgs args{w,      row_bytes,  num_blocks, num_pairs, sums_stride,
+                               packed, block_sums, num_tokens, product.y, product.out_features};
       tiles[i](args, begin, end,
                {all_pairs + int64_t{thread_index} * kQuantTileRows * num_pairs,
                 all_offsets + int64_t{thread_index} * kQuantTileRows * sums_stride});
     } else {
-      const QuantRowsArgs args{w,          row_bytes, num_blocks, blocks, num_tokens, product.y,
-                               product.out_features};
+      const QuantRowsArgs args{w,          row_bytes, num_blocks,          blocks,
+                               num_tokens, product.y, product.out_features};
       rows[i](args, begin, end);
     }
   };

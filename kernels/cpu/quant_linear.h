@@ -62,9 +62,9 @@ using QuantRowsFn = void (*)(const QuantRowsArgs& args, int32_t row_begin, int32
 // weight is an unsigned byte u with w = dw * u + off per 32-element block (Q8_0: u = w + 128,
 // off = -128 dw), so a block's product with activation block a is
 //   dw * a.d * sum(u[i] * a.q[i]) + off * a.s.
-// A tile of up to kQuantTileRows rows is decoded once into scratch (WeightPair), then multiplied with every
-// token in groups of up to 6, each weight pair and activation pair loaded once per tile: the
-// integer dots go through vpdpbusd and the scaled sums into one 16-lane fp32 accumulator per
+// A tile of up to kQuantTileRows rows is decoded once into scratch (WeightPair), then multiplied
+// with every token in groups of up to 6, each weight pair and activation pair loaded once per tile:
+// the integer dots go through vpdpbusd and the scaled sums into one 16-lane fp32 accumulator per
 // (row, token); the offset terms are a float dot of the row's offsets with the token's block
 // sums, added at the end. Every (row, token) sees the same operations in the same order whatever
 // the tile, the token count or the thread: a token's result does not depend on its batch (which
@@ -83,13 +83,13 @@ struct alignas(64) WeightPair {
 };
 
 struct QuantTileArgs {
-  const uint8_t* w;       // [out_features, row_bytes]: rows of GGUF blocks
-  int64_t row_bytes;      // RowBytes(w_dtype, in_features)
-  int32_t num_blocks;     // in_features / 32
-  int32_t num_pairs;      // (num_blocks + 1) / 2
-  int32_t sums_stride;    // num_blocks rounded up to 16
-  const ActPair* x;       // [num_tokens, num_pairs]
-  const float* x_sums;    // [num_tokens, sums_stride]: a.s per block, zero past num_blocks
+  const uint8_t* w;     // [out_features, row_bytes]: rows of GGUF blocks
+  int64_t row_bytes;    // RowBytes(w_dtype, in_features)
+  int32_t num_blocks;   // in_features / 32
+  int32_t num_pairs;    // (num_blocks + 1) / 2
+  int32_t sums_stride;  // num_blocks rounded up to 16
+  const ActPair* x;     // [num_tokens, num_pairs]
+  const float* x_sums;  // [num_tokens, sums_stride]: a.s per block, zero past num_blocks
   int32_t num_tokens;
   float* y;  // [num_tokens, out_features]; rows written, not accumulated into
   int32_t out_features;

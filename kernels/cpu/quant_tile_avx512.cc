@@ -42,7 +42,8 @@ struct Q8_0 {
       const bool both = b + 1 < num_blocks;
       const uint8_t* second = first + kBlockBytes;
       const float d0 = LoadHalf(first), d1 = both ? LoadHalf(second) : 0.0f;
-      const __m256i u1 = both ? _mm256_xor_si256(Load256(second + 2), flip) : _mm256_setzero_si256();
+      const __m256i u1 =
+          both ? _mm256_xor_si256(Load256(second + 2), flip) : _mm256_setzero_si256();
       Store(&pairs[b / 2], Join(_mm256_xor_si256(Load256(first + 2), flip), u1),
             JoinScalars(d0, d1));
       off[b] = -128.0f * d0;
@@ -87,8 +88,7 @@ struct QK {
           const __m512i high = _mm512_broadcast_i64x4(Load256(block + 16));
           const __m512i bits = Join(_mm256_set1_epi8(static_cast<char>(1 << (2 * m))),
                                     _mm256_set1_epi8(static_cast<char>(1 << (2 * m + 1))));
-          u = _mm512_mask_add_epi8(u, _mm512_test_epi8_mask(high, bits), u,
-                                   _mm512_set1_epi8(0x10));
+          u = _mm512_mask_add_epi8(u, _mm512_test_epi8_mask(high, bits), u, _mm512_set1_epi8(0x10));
         }
         Store(&pairs[4 * k + m], u,
               JoinScalars(d * static_cast<float>(scales[2 * m]),
@@ -121,8 +121,7 @@ void Tile(const QuantTileArgs& a, const WeightPair* w, const float* off, const A
 #pragma GCC unroll 8
       for (int r = 0; r < kRows; ++r) {
         const WeightPair& wp = w[r * np + p];
-        const __m512i dot =
-            _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_load_si512(wp.u), q);
+        const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_load_si512(wp.u), q);
         const __m512 scale = _mm512_mul_ps(_mm512_load_ps(wp.dw), d);
         acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[r][t]);
       }

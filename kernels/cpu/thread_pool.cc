@@ -51,8 +51,7 @@ void ThreadPool::Drain(uint32_t generation, int thread_index) {
     }
     // Item `next` is ours: the loop cannot end (and its body change) before it is done.
     invoke_(body_, item_offset_ + static_cast<int64_t>(next), thread_index);
-    if (items_done_.fetch_add(1, std::memory_order_acq_rel) + 1 ==
-        static_cast<int64_t>(count)) {
+    if (items_done_.fetch_add(1, std::memory_order_acq_rel) + 1 == static_cast<int64_t>(count)) {
       // The caller may be asleep on work_done_: under mu_, so the wake-up cannot be missed.
       std::lock_guard<std::mutex> lock(mu_);
       if (caller_sleeping_) work_done_.notify_one();
@@ -71,8 +70,7 @@ void ThreadPool::Run(int64_t num_items, Invoke invoke, const void* body) {
   body_ = body;
   for (int64_t offset = 0; offset < num_items; offset += kMaxItemsPerLoop - 1) {
     item_offset_ = offset;
-    RunLoop(num_items - offset < kMaxItemsPerLoop - 1 ? num_items - offset
-                                                        : kMaxItemsPerLoop - 1);
+    RunLoop(num_items - offset < kMaxItemsPerLoop - 1 ? num_items - offset : kMaxItemsPerLoop - 1);
   }
 }
 
@@ -111,7 +109,8 @@ void ThreadPool::WorkerLoop(int thread_index) {
     if (!ready) {
       std::unique_lock<std::mutex> lock(mu_);
       ++sleeping_workers_;
-      work_ready_.wait(lock, [&] { return stop_.load(std::memory_order_relaxed) || current() != seen; });
+      work_ready_.wait(lock,
+                       [&] { return stop_.load(std::memory_order_relaxed) || current() != seen; });
       --sleeping_workers_;
     }
     if (stop_.load(std::memory_order_acquire)) return;

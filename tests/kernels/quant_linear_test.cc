@@ -10,6 +10,8 @@
 // |w x|. bf16 through vdpbf16ps rounds x to bf16 (relative error <= 2^-9): 2^-9 sum |w x| more.
 // The SIMD kernels and the scalar one see the same quantized activations, so they must agree to
 // fp32 summation order: 1e-5 sum |w x|, hundreds of times tighter than the bound above.
+#include "kernels/cpu/quant_linear.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,7 +22,6 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_isa.h"
-#include "kernels/cpu/quant_linear.h"
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/kernels/quant_test_util.h"
 
@@ -203,17 +204,17 @@ TEST(QuantLinearTest, ProductsOfOneInputAsOneLoopEqualEachAlone) {
         for (int i = 0; i < count; ++i) {
           alone[i].resize(size_t{1} * tokens * outs[i]);
           together[i].resize(alone[i].size(), -1.0f);
-          cpu::Linear({x.data(), w[i].data(), bias[i].data(), alone[i].data(), tokens, in,
-                       outs[i], types[i]},
+          cpu::Linear({x.data(), w[i].data(), bias[i].data(), alone[i].data(), tokens, in, outs[i],
+                       types[i]},
                       &pool);
           params.push_back({x.data(), w[i].data(), bias[i].data(), together[i].data(), tokens, in,
                             outs[i], types[i]});
         }
         cpu::LinearSameInput(params.data(), count, &pool);
         for (int i = 0; i < count; ++i) {
-          ASSERT_EQ(together[i], alone[i]) << "isa=" << cpu::CpuIsaName(isa) << " product " << i
-                                           << " (" << DTypeName(types[i]) << "), " << tokens
-                                           << " tokens";
+          ASSERT_EQ(together[i], alone[i])
+              << "isa=" << cpu::CpuIsaName(isa) << " product " << i << " (" << DTypeName(types[i])
+              << "), " << tokens << " tokens";
         }
       }
     }
@@ -253,7 +254,7 @@ TEST(CpuIsaTest, ActivationQuantizerAndHalfWideningAreExactOnEveryIsa) {
   const int tokens = 3, in = 576;
   std::vector<float> x = testing::RandomFloats(size_t{1} * tokens * in, rng, -3.0f, 3.0f);
   for (int i = 0; i < 32; ++i) x[64 + i] = 0.0f;  // an all-zero block
-  x[5] = 1e-30f;                                 // a tiny value beside normal ones
+  x[5] = 1e-30f;                                  // a tiny value beside normal ones
   std::vector<cpu::ActBlock> want(size_t{1} * tokens * in / 32), got(want.size());
   cpu::QuantizeActivations(x.data(), tokens, in, want.data());
   const auto same = [](const cpu::ActBlock& a, const cpu::ActBlock& b) {
@@ -261,11 +262,13 @@ TEST(CpuIsaTest, ActivationQuantizerAndHalfWideningAreExactOnEveryIsa) {
   };
   if (cpu::DetectedCpuIsa() >= CpuIsa::kAvx2) {
     cpu::QuantizeActivationsAvx2(x.data(), tokens, in, got.data());
-    for (size_t b = 0; b < want.size(); ++b) ASSERT_TRUE(same(got[b], want[b])) << "avx2 block " << b;
+    for (size_t b = 0; b < want.size(); ++b)
+      ASSERT_TRUE(same(got[b], want[b])) << "avx2 block " << b;
   }
   if (cpu::DetectedCpuIsa() >= CpuIsa::kAvx512) {
     cpu::QuantizeActivationsAvx512(x.data(), tokens, in, got.data());
-    for (size_t b = 0; b < want.size(); ++b) ASSERT_TRUE(same(got[b], want[b])) << "avx512 block " << b;
+    for (size_t b = 0; b < want.size(); ++b)
+      ASSERT_TRUE(same(got[b], want[b])) << "avx512 block " << b;
   }
   IsaCapGuard guard;
   for (DType type : {DType::kF16, DType::kBF16}) {

@@ -256,7 +256,8 @@ TEST(SamplerTest, WithoutLogprobsTheSameTokenIsDrawnAndNoLogprobIsComputed) {
     params.frequency_penalty = 0.5f;
     params.num_logprobs = 5;
     Sampler sampler(50);
-    const SampleResult with = sampler.Sample(logits.data(), params, {nullptr, 0, output.data(), 3}, 9);
+    const SampleResult with =
+        sampler.Sample(logits.data(), params, {nullptr, 0, output.data(), 3}, 9);
     params.want_logprobs = false;
     const SampleResult without =
         sampler.Sample(logits.data(), params, {nullptr, 0, output.data(), 3}, 9);
