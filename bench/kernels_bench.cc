@@ -4,11 +4,13 @@
 //   /
 //                           q6_k at SmolLM2-135M shapes (576->1536 up/gate, 1536->576 down,
 //                           576->49152 lm_head; K-quants need in % 256 == 0: down only), T = 1, 8,
-//                           32, on a 2-thread pool; bytes/s of W read, and w_bw_fraction = that
-//                           rate / the 2-thread read bandwidth. W is cycled through copies
-//                           totalling >= 256 MiB, so it streams from DRAM as in a decode step.
+//                           32, on a 2-thread pool, as stored and (Q8_0, Q4_1) packed; bytes/s of W
+//                           read, and w_bw_fraction = that rate / the 2-thread read bandwidth. W is
+//                           cycled through copies totalling >= 256 MiB, so it streams from DRAM as
+//                           in a decode step.
 //   BM_TypedLinearCompute   the same kernels on one thread with W in cache (576->1536), T = 1, 8,
-//                           32, 128: the arithmetic rate, multiply-adds/s of CPU time
+//                           32, 128, as stored and packed (PackQuantRows): the arithmetic rate,
+//                           multiply-adds/s of CPU time
 //   BM_MemoryReadBandwidth  sum of a 256 MiB buffer, 1 and 2 threads; bytes/s read
 //   BM_MemoryCopyBandwidth  memcpy of 256 MiB; bytes/s counts read + written
 //   BM_PagedDecodeAttention decode attention, SmolLM2 shape (9 heads, 3 KV heads, head_dim 64,
@@ -31,6 +33,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/quant_linear.h"
 #include "kernels/sampling.h"
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/kernels/quant_test_util.h"
@@ -184,9 +187,15 @@ void BM_TypedLinear(benchmark::State& state) {
   const int tokens = static_cast<int>(state.range(1));
   const int in = static_cast<int>(state.range(2));
   const int out = static_cast<int>(state.range(3));
+  const bool packed = state.range(4) != 0;
   const double bandwidth = MeasuredReadBandwidth();
   std::mt19937 rng(4);
-  const std::vector<uint8_t> w = testing::RandomWeights(out, in, type, rng);
+  std::vector<uint8_t> w = testing::RandomWeights(out, in, type, rng);
+  if (packed) {
+    std::vector<uint8_t> rows = std::move(w);
+    w.resize(cpu::PackedQuantBytes(type, out, in));
+    cpu::PackQuantRows(rows.data(), type, out, in, w.data());
+  }
   const size_t copies = std::max<size_t>(1, (kStreamBytes + w.size() - 1) / w.size());
   std::vector<uint8_t> all(copies * w.size());
   for (size_t c = 0; c < copies; ++c) std::memcpy(all.data() + c * w.size(), w.data(), w.size());
@@ -195,25 +204,29 @@ void BM_TypedLinear(benchmark::State& state) {
   cpu::ThreadPool pool(2);
   size_t next = 0;
   for (auto _ : state) {
-    cpu::Linear({x.data(), all.data() + next * w.size(), nullptr, y.data(), tokens, in, out, type},
-                &pool);
+    cpu::Linear(
+        {x.data(), all.data() + next * w.size(), nullptr, y.data(), tokens, in, out, type, packed},
+        &pool);
     benchmark::DoNotOptimize(y.data());
     next = (next + 1) % copies;
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * w.size()));
   state.counters["w_bw_fraction"] = benchmark::Counter(
       static_cast<double>(w.size()) / bandwidth, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::string(DTypeName(type)) + " " + cpu::CpuIsaName(cpu::ActiveCpuIsa()));
+  state.SetLabel(std::string(DTypeName(type)) + (packed ? " packed " : " ") +
+                 cpu::CpuIsaName(cpu::ActiveCpuIsa()));
 }
 
 void TypedLinearArgs(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"dtype", "T", "in", "out"});
+  b->ArgNames({"dtype", "T", "in", "out", "packed"});
   for (DType type : {DType::kF32, DType::kBF16, DType::kF16, DType::kQ8_0, DType::kQ4_1,
                      DType::kQ4_K, DType::kQ6_K}) {
     for (int tokens : {1, 8, 32}) {
       for (const auto& [in, out] : {std::pair{576, 1536}, {1536, 576}, {576, 49152}}) {
         if (in % GetDTypeInfo(type).block_elements != 0) continue;
-        b->Args({static_cast<int64_t>(type), tokens, in, out});
+        b->Args({static_cast<int64_t>(type), tokens, in, out, 0});
+        if (cpu::IsPackableQuantType(type))
+          b->Args({static_cast<int64_t>(type), tokens, in, out, 1});
       }
     }
   }
@@ -228,24 +241,36 @@ void BM_TypedLinearCompute(benchmark::State& state) {
   const int tokens = static_cast<int>(state.range(1));
   const int in = static_cast<int>(state.range(2));
   const int out = static_cast<int>(state.range(3));
+  const bool packed = state.range(4) != 0;
+  if (packed && !cpu::IsPackableQuantType(type)) {
+    state.SkipWithError("not packable");
+    return;
+  }
   std::mt19937 rng(5);
-  const std::vector<uint8_t> w = testing::RandomWeights(out, in, type, rng);
+  std::vector<uint8_t> w = testing::RandomWeights(out, in, type, rng);
+  if (packed) {
+    std::vector<uint8_t> rows = std::move(w);
+    w.resize(cpu::PackedQuantBytes(type, out, in));
+    cpu::PackQuantRows(rows.data(), type, out, in, w.data());
+  }
   const std::vector<float> x = testing::RandomFloats(size_t{1} * tokens * in, rng);
   std::vector<float> y(size_t{1} * tokens * out);
   for (auto _ : state) {
-    cpu::Linear({x.data(), w.data(), nullptr, y.data(), tokens, in, out, type}, nullptr);
+    cpu::Linear({x.data(), w.data(), nullptr, y.data(), tokens, in, out, type, packed}, nullptr);
     benchmark::DoNotOptimize(y.data());
   }
   state.SetItemsProcessed(state.iterations() * tokens * in * int64_t{out});
-  state.SetLabel(std::string(DTypeName(type)) + " " + cpu::CpuIsaName(cpu::ActiveCpuIsa()));
+  state.SetLabel(std::string(DTypeName(type)) + (packed ? " packed " : " ") +
+                 cpu::CpuIsaName(cpu::ActiveCpuIsa()));
 }
 BENCHMARK(BM_TypedLinearCompute)
-    ->ArgNames({"dtype", "T", "in", "out"})
+    ->ArgNames({"dtype", "T", "in", "out", "packed"})
     ->ArgsProduct({{static_cast<int64_t>(DType::kQ8_0), static_cast<int64_t>(DType::kQ4_1),
                     static_cast<int64_t>(DType::kBF16)},
                    {1, 8, 32, 128},
                    {576},
-                   {1536}})
+                   {1536},
+                   {0, 1}})
     ->Unit(benchmark::kMicrosecond);
 
 void BM_Sample(benchmark::State& state) {

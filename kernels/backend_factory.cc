@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -17,7 +18,11 @@ bool IsCudaDevice(std::string_view device) {
 
 std::unique_ptr<Backend> CreateBackend(std::string_view device, int num_threads,
                                        std::string* error) {
-  if (device == "cpu") return std::make_unique<cpu::CpuBackend>(num_threads);
+  if (device == "cpu") {
+    const char* pack = std::getenv("KVSERVE_CPU_PACK");  // "0": GGUF rows read as stored
+    return std::make_unique<cpu::CpuBackend>(num_threads,
+                                             pack == nullptr || std::string_view(pack) != "0");
+  }
   if (!IsCudaDevice(device)) {
     *error = "unknown device \"" + std::string(device) + "\": want cpu, cuda or cuda:N";
     return nullptr;

@@ -114,6 +114,7 @@ struct LinearParams {
   int32_t in_features;
   int32_t out_features;
   DType w_dtype = DType::kF32;
+  bool w_packed = false;  // w is in the backend's own layout (Backend::PackWeight)
 };
 
 // In-place rotary embedding of q and k at positions. Strides are in floats between consecutive
@@ -266,6 +267,15 @@ class Backend {
   // True when the kernels read host memory directly (the CPU): data already in host memory,
   // a memory-mapped file say, can then be used in place instead of copied.
   virtual bool host_memory() const { return false; }
+
+  // A backend may keep block-quantized matrices in a layout of its own that its Linear reads
+  // faster (the CPU on AVX-512: 16-row tiles, cpu::PackQuantRows). PackedWeightBytes is the size
+  // of that form of a [rows, cols] matrix of dtype, 0 when the backend has none for it;
+  // PackWeight writes it from the rows as stored (host memory) into backend memory of that
+  // size. A LinearParams whose w is such a matrix sets w_packed.
+  virtual int64_t PackedWeightBytes(DType dtype, int64_t rows, int64_t cols) const { return 0; }
+  virtual void PackWeight(const void* stored, DType dtype, int64_t rows, int64_t cols,
+                          void* packed) {}
 
   // Sizes, once at start-up, the scratch Linear needs for up to max_num_tokens rows of up to
   // max_in_features inputs (CUDA rounds the activations to a 16-bit weight's type there); before

@@ -52,8 +52,10 @@ void PagedAttention(const PagedAttentionParams& p, ThreadPool* pool);
 class CpuBackend : public Backend {
  public:
   // num_threads: threads for attention and the linear layers we run ourselves, caller included;
-  // <= 0 means all cores. OpenBLAS keeps its own threads for f32 SGEMV/SGEMM.
-  explicit CpuBackend(int num_threads = 0) : pool_(num_threads) {}
+  // <= 0 means all cores. OpenBLAS keeps its own threads for f32 SGEMV/SGEMM. pack_weights:
+  // whether PackedWeightBytes offers the packed form (quant_linear.h) where it has a kernel.
+  explicit CpuBackend(int num_threads = 0, bool pack_weights = true)
+      : pool_(num_threads), pack_weights_(pack_weights) {}
 
   const char* name() const override { return "cpu"; }
   // Host memory: 64-byte aligned allocations; copies are memcpy; MemoryInfo is the container's
@@ -66,6 +68,10 @@ class CpuBackend : public Backend {
   void Memset(void* dst, int value, size_t bytes) override;
   MemoryInfo GetMemoryInfo() const override;
   bool host_memory() const override { return true; }
+  // Q8_0, Q4_0 and Q4_1 matrices, where the AVX-512 kernels run and pack_weights is set.
+  int64_t PackedWeightBytes(DType dtype, int64_t rows, int64_t cols) const override;
+  void PackWeight(const void* stored, DType dtype, int64_t rows, int64_t cols,
+                  void* packed) override;
   int num_threads() const { return pool_.num_threads(); }
   ThreadPool& pool() { return pool_; }
 
@@ -89,6 +95,7 @@ class CpuBackend : public Backend {
 
  private:
   ThreadPool pool_;
+  bool pack_weights_;
 };
 
 }  // namespace kvserve::kernels::cpu

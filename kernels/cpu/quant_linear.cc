@@ -14,6 +14,7 @@ namespace {
 // Output rows per thread-pool item: 64 rows of Q4_1 at in = 1536 are 60 KB of weights, an
 // lm_head of 49152 rows makes 768 items (enough to balance two to a few dozen threads).
 constexpr int32_t kRowsPerItem = 64;
+static_assert(kRowsPerItem % kPackRows == 0, "an item starts at a packed tile");
 
 QuantRowsFn KernelFor(DType w_dtype, CpuIsa isa) {
   switch (isa) {
@@ -106,12 +107,18 @@ void QuantLinear(const LinearParams* p, int count, ThreadPool* pool, CpuIsa isa)
   // packed in pairs, once), else the row kernel; and where its items start in the shared loop.
   QuantTileFn tiles[kMaxProducts] = {};
   QuantRowsFn rows[kMaxProducts] = {};
+  QuantPackedFn packed_fns[kMaxProducts] = {};
   int64_t first_item[kMaxProducts + 1] = {0};
   bool any_tile = false;
   for (int i = 0; i < count; ++i) {
-    tiles[i] = isa == CpuIsa::kAvx512 ? QuantTileAvx512(p[i].w_dtype) : nullptr;
-    rows[i] = tiles[i] == nullptr ? KernelFor(p[i].w_dtype, isa) : nullptr;
-    any_tile = any_tile || tiles[i] != nullptr;
+    if (p[i].w_packed) {
+      packed_fns[i] = isa == CpuIsa::kAvx512 ? QuantPackedAvx512(p[i].w_dtype)
+                                             : QuantPackedScalar(p[i].w_dtype);
+    } else {
+      tiles[i] = isa == CpuIsa::kAvx512 ? QuantTileAvx512(p[i].w_dtype) : nullptr;
+      rows[i] = tiles[i] == nullptr ? KernelFor(p[i].w_dtype, isa) : nullptr;
+      any_tile = any_tile || tiles[i] != nullptr;
+    }
     first_item[i + 1] = first_item[i] + (p[i].out_features + kRowsPerItem - 1) / kRowsPerItem;
   }
   const int num_threads = pool != nullptr ? pool->num_threads() : 1;
@@ -137,7 +144,11 @@ void QuantLinear(const LinearParams* p, int count, ThreadPool* pool, CpuIsa isa)
     const int32_t end = std::min<int32_t>(begin + kRowsPerItem, product.out_features);
     const auto* w = static_cast<const uint8_t*>(product.w);
     const int64_t row_bytes = RowBytes(product.w_dtype, product.in_features);
-    if (tiles[i] != nullptr) {
+    if (packed_fns[i] != nullptr) {
+      const QuantRowsArgs args{w,          row_bytes, num_blocks,          blocks,
+                               num_tokens, product.y, product.out_features};
+      packed_fns[i](args, begin, end);
+    } else if (tiles[i] != nullptr) {
       const QuantTileArgs args{w,      row_bytes,  num_blocks, num_pairs, sums_stride,
                                packed, block_sums, num_tokens, product.y, product.out_features};
       tiles[i](args, begin, end,

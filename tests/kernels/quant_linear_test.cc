@@ -176,6 +176,64 @@ TEST_P(QuantLinearTest, ATokensOutputIsTheSameInEveryBatch) {
   }
 }
 
+// The packed form (PackQuantRows) holds the file's bytes rearranged, and Linear on it gives, on
+// every instruction set and in every batch, the same bits as the reference kernel on it (the
+// AVX-512 kernel applies the reference's operations in the reference's order), within the
+// quantization bound of the exact product.
+TEST(QuantLinearTest, PackedWeightsGiveTheReferenceBitsOnEveryIsaAndBatch) {
+  std::mt19937 rng(kSeed + 13);
+  cpu::ThreadPool pool(2);
+  IsaCapGuard guard;
+  EXPECT_EQ(cpu::PackedQuantBytes(DType::kQ4_K, 64, 256), 0);
+  EXPECT_EQ(cpu::PackedQuantBytes(DType::kQ4_1, 64, 100), 0);
+  for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1}) {
+    ASSERT_TRUE(cpu::IsPackableQuantType(type));
+    EXPECT_EQ(cpu::PackedQuantBytes(type, 64, 576), 64 * RowBytes(type, 576));
+    for (int in : {96, 576}) {
+      const std::vector<uint8_t> w_bytes = testing::RandomWeights(kOutFeatures, in, type, rng);
+      std::vector<uint8_t> packed(cpu::PackedQuantBytes(type, kOutFeatures, in));
+      cpu::PackQuantRows(w_bytes.data(), type, kOutFeatures, in, packed.data());
+      std::vector<float> w(size_t{1} * kOutFeatures * in);
+      for (int o = 0; o < kOutFeatures; ++o) {
+        cpu::DequantizeRow(w_bytes.data() + o * RowBytes(type, in), type, in,
+                           &w[size_t{1} * o * in]);
+      }
+      const std::vector<float> bias = testing::RandomFloats(kOutFeatures, rng);
+      for (int tokens : {1, 2, 8, 9, 33}) {
+        const std::vector<float> x =
+            testing::RandomFloats(size_t{1} * tokens * in, rng, -2.0f, 2.0f);
+        const Reference ref = ComputeReference(x, w, bias, tokens, in);
+        std::vector<float> want;
+        for (CpuIsa isa : AvailableIsas()) {
+          cpu::SetCpuIsaCapForTesting(isa);
+          std::vector<float> y(size_t{1} * tokens * kOutFeatures, 123.0f);
+          cpu::Linear({x.data(), packed.data(), bias.data(), y.data(), tokens, in, kOutFeatures,
+                       type, /*w_packed=*/true},
+                      tokens > 1 ? &pool : nullptr);
+          for (size_t i = 0; i < y.size(); ++i) {
+            ASSERT_NEAR(y[i], ref.y[i], 1e-5 * ref.scale[i] + 1e-6 + ref.bound[i])
+                << DTypeName(type) << " isa=" << cpu::CpuIsaName(isa) << " in=" << in
+                << " tokens=" << tokens << " i=" << i;
+          }
+          if (want.empty()) want = y;
+          ASSERT_EQ(y, want) << DTypeName(type) << " isa=" << cpu::CpuIsaName(isa) << " in=" << in
+                             << " tokens=" << tokens;
+          if (tokens != 33) continue;
+          for (int t : {0, 8, 32}) {  // alone, each gives its row of the batch
+            std::vector<float> alone(kOutFeatures);
+            cpu::Linear({&x[size_t{1} * t * in], packed.data(), bias.data(), alone.data(), 1, in,
+                         kOutFeatures, type, true},
+                        nullptr);
+            ASSERT_EQ(alone, std::vector<float>(y.begin() + t * kOutFeatures,
+                                                y.begin() + (t + 1) * kOutFeatures))
+                << DTypeName(type) << " isa=" << cpu::CpuIsaName(isa) << " token " << t;
+          }
+        }
+      }
+    }
+  }
+}
+
 // LinearSameInput (q, k and v as one loop over all their rows, x quantized once) gives each
 // product exactly what Linear gives it, also when the products' types differ (Q4_K_M files keep
 // some matrices in Q6_K) and with biases.
