@@ -56,10 +56,10 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(
   out->storage_ = weights.storage;
   out->shard_storage_ = weights.shard_storage;
   auto matrix = [&](const std::string& name, const std::vector<float>& v, int64_t rows,
-                    int64_t cols, WeightView* view) -> absl::Status {
+                    int64_t cols, WeightView* view, bool may_pack = true) -> absl::Status {
     auto it = weights.stored.find(name);
-    absl::StatusOr<WeightView> uploaded =
-        out->UploadMatrix(v, rows, cols, it == weights.stored.end() ? nullptr : &it->second);
+    absl::StatusOr<WeightView> uploaded = out->UploadMatrix(
+        v, rows, cols, it == weights.stored.end() ? nullptr : &it->second, may_pack, weights);
     if (!uploaded.ok()) return uploaded.status();
     *view = *uploaded;
     return absl::OkStatus();
@@ -70,10 +70,18 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(
     *ptr = *uploaded;
     return absl::OkStatus();
   };
-  absl::Status s = matrix("token_embedding", weights.token_embedding, c.vocab_size,
-                          c.hidden_size, &out->embedding_);
+  absl::Status s = matrix("token_embedding", weights.token_embedding, c.vocab_size, c.hidden_size,
+                          &out->embedding_, /*may_pack=*/false);
   if (s.ok() && !c.tie_word_embeddings) {
     s = matrix("lm_head", weights.lm_head, c.vocab_size, c.hidden_size, &out->lm_head_);
+  } else if (s.ok()) {  // tied: the table itself, or a packed copy of it for the projection
+    out->lm_head_ = out->embedding_;
+    const auto it = weights.stored.find("token_embedding");
+    if (it != weights.stored.end() &&
+        device->PackedWeightBytes(it->second.dtype, c.vocab_size, c.hidden_size) > 0) {
+      s = matrix("token_embedding", weights.token_embedding, c.vocab_size, c.hidden_size,
+                 &out->lm_head_);
+    }
   }
   if (s.ok()) s = vector(weights.final_norm, &out->final_norm_);
   out->layers_.resize(c.num_layers);
@@ -119,7 +127,23 @@ absl::StatusOr<const float*> DeviceWeights::UploadVector(const std::vector<float
 
 absl::StatusOr<WeightView> DeviceWeights::UploadMatrix(const std::vector<float>& values,
                                                        int64_t rows, int64_t cols,
-                                                       const StoredMatrix* stored) {
+                                                       const StoredMatrix* stored, bool may_pack,
+                                                       const ModelWeights& weights) {
+  const int64_t packed_bytes =
+      stored != nullptr && may_pack ? backend_->PackedWeightBytes(stored->dtype, rows, cols) : 0;
+  if (packed_bytes > 0) {
+    absl::StatusOr<DeviceBuffer> buffer =
+        DeviceBuffer::Allocate(backend_.get(), static_cast<size_t>(packed_bytes), "weights");
+    if (!buffer.ok()) return buffer.status();
+    backend_->PackWeight(stored->data, stored->dtype, rows, cols, buffer->data());
+    if (weights.drop_stored_pages) weights.drop_stored_pages(stored->data, stored->num_bytes);
+    bytes_ += packed_bytes;
+    ++num_packed_;
+    WeightView view{
+        .data = buffer->data(), .dtype = stored->dtype, .rows = rows, .cols = cols, .packed = true};
+    buffers_.push_back(*std::move(buffer));
+    return view;
+  }
   if (stored != nullptr) {
     WeightView view{.data = stored->data, .dtype = stored->dtype, .rows = rows, .cols = cols};
     bytes_ += stored->num_bytes;

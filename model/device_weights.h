@@ -2,8 +2,12 @@
 // type the model runs with, norms and biases in fp32. Built once at load from the ModelWeights a
 // reader produced: an fp32 matrix is converted once to the chosen type (f32, bf16, f16) and
 // copied to the device; a matrix the reader kept as stored (GGUF blocks, ModelWeights::stored)
-// keeps its type and is used in place on a host-memory backend (the CPU: the file's mapping,
-// no copy) or copied as is elsewhere. After Upload the fp32 host copy may be dropped.
+// keeps its type and is packed where the backend has a layout of its own for that type
+// (Backend::PackWeight; the CPU on AVX-512 for Q8_0, Q4_0, Q4_1: the same bytes in 16-row tiles,
+// after which the file's pages under it are dropped), else used in place on a host-memory
+// backend (the CPU: the file's mapping, no copy) or copied as is elsewhere. The embedding table
+// stays as stored (its lookup reads rows); a tied output projection gets a packed copy of it.
+// After Upload the fp32 host copy may be dropped.
 // A tensor-parallel rank's weights hold its share only (shard(); model/tensor_parallel.h): the
 // head counts and the MLP width in the shapes below are the shard's.
 //
@@ -33,6 +37,7 @@ struct WeightView {
   kernels::DType dtype = kernels::DType::kF32;
   int64_t rows = 0;
   int64_t cols = 0;
+  bool packed = false;  // in the backend's own layout (Backend::PackWeight), not as rows
 };
 
 struct DeviceLayer {
@@ -67,10 +72,13 @@ class DeviceWeights {
   const WeightView& embedding() const { return embedding_; }  // [vocab, hidden]
   const DeviceLayer& layer(int32_t index) const { return layers_[index]; }
   const float* final_norm() const { return final_norm_; }  // [hidden]
-  // lm_head, or the embedding table when tied.
-  const WeightView& output() const { return config_.tie_word_embeddings ? embedding_ : lm_head_; }
+  // The output projection: lm_head, or the embedding table when tied (then a packed copy of it
+  // where the backend packs its type: the embedding lookup reads its rows as stored).
+  const WeightView& output() const { return lm_head_; }
   // Memory the weights take: backend allocations plus stored matrices used in place.
   int64_t bytes() const { return bytes_; }
+  // Matrices in the backend's own layout (Backend::PackWeight).
+  int32_t num_packed() const { return num_packed_; }
 
  private:
   DeviceWeights(const ModelConfig& config, const TensorShard& shard,
@@ -80,18 +88,23 @@ class DeviceWeights {
   // Copies `values` to the backend as fp32 (norms, biases); nullptr for an empty vector.
   absl::StatusOr<const float*> UploadVector(const std::vector<float>& values);
   // Converts `values` ([rows, cols] fp32) to dtype_ and copies it to the backend; or, when
-  // `stored` names it, uses the stored matrix.
+  // `stored` names it, uses the stored matrix: packed where may_pack and the backend packs its
+  // type (then the file's pages under the stored bytes are dropped: weights.drop_stored_pages;
+  // a later read of them, the embedding lookup's, faults them back in), in place on a
+  // host-memory backend, else copied as is.
   absl::StatusOr<WeightView> UploadMatrix(const std::vector<float>& values, int64_t rows,
-                                          int64_t cols, const StoredMatrix* stored);
+                                          int64_t cols, const StoredMatrix* stored, bool may_pack,
+                                          const ModelWeights& weights);
 
   ModelConfig config_;
   TensorShard shard_;
   std::shared_ptr<kernels::Backend> backend_;  // declared first: destroyed after buffers_
   kernels::DType dtype_;
   WeightView embedding_;
-  WeightView lm_head_;
+  WeightView lm_head_;  // the output projection (see output())
   std::vector<DeviceLayer> layers_;
   const float* final_norm_ = nullptr;
+  int32_t num_packed_ = 0;
   std::vector<DeviceBuffer> buffers_;  // everything above points into these,
   std::shared_ptr<const void> storage_;  // or into these (stored matrices used in place)
   std::shared_ptr<const void> shard_storage_;

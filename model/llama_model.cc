@@ -281,7 +281,8 @@ kernels::LinearParams LinearOf(const float* x, const WeightView& w, const float*
           .num_tokens = num_tokens,
           .in_features = static_cast<int32_t>(w.cols),
           .out_features = static_cast<int32_t>(w.rows),
-          .w_dtype = w.dtype};
+          .w_dtype = w.dtype,
+          .w_packed = w.packed};
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -42,8 +43,13 @@ absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& 
 
 void MappedFile::DropPages(const char* begin, size_t bytes) const {
   const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(begin) + bytes) / page * page;
+  const uintptr_t lo =
+      std::max(reinterpret_cast<uintptr_t>(begin), reinterpret_cast<uintptr_t>(data_));
+  const uintptr_t hi = std::min(reinterpret_cast<uintptr_t>(begin) + bytes,
+                                reinterpret_cast<uintptr_t>(data_) + size_);
+  if (data_ == nullptr || hi <= lo) return;
+  const uintptr_t first = (lo + page - 1) / page * page;
+  const uintptr_t end = hi / page * page;
   if (end > first) {
     ::madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED);  // advice only
   }

@@ -26,9 +26,9 @@ class MappedFile {
   std::string_view bytes() const { return std::string_view(data_, size_); }
   const std::string& path() const { return path_; }
 
-  // Drops this process's mapping of the pages wholly inside [begin, begin + bytes) (madvise
-  // MADV_DONTNEED): resident memory shrinks, and a later read faults the same bytes back in from
-  // the file. REQUIRES: the range lies inside bytes().
+  // Drops this process's mapping of the pages wholly inside [begin, begin + bytes) and inside
+  // bytes() (madvise MADV_DONTNEED): resident memory shrinks, and a later read faults the same
+  // bytes back in from the file. A range outside the mapping drops nothing.
   void DropPages(const char* begin, size_t bytes) const;
 
  private:

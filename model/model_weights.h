@@ -9,6 +9,7 @@
 #ifndef KVSERVE_MODEL_MODEL_WEIGHTS_H_
 #define KVSERVE_MODEL_MODEL_WEIGHTS_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,6 +57,10 @@ struct ModelWeights {
   absl::flat_hash_map<std::string, StoredMatrix> stored;
   std::shared_ptr<const void> storage;
   std::shared_ptr<const void> shard_storage;
+  // For a reader of a copy of a stored matrix (DeviceWeights packing it): drops from this process
+  // the file pages under [data, data + bytes), which are read again from the file if touched.
+  // Empty when there is nothing to drop; a range outside the file drops nothing.
+  std::function<void(const uint8_t* data, int64_t bytes)> drop_stored_pages;
   // Matrices stored in a block type whose column slice does not fall on block boundaries, so
   // this rank decoded its slice to fp32 instead of keeping it as stored (e.g. "layers.0.wo").
   std::vector<std::string> decoded_for_shard;

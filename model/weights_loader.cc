@@ -83,7 +83,13 @@ absl::StatusOr<ModelWeights> LoadWeights(const std::string& spec, const LoadOpti
       return absl::Status(weights.status().code(),
                           absl::StrCat(spec, ": ", weights.status().message()));
     }
-    if (!weights->stored.empty()) weights->storage = std::shared_ptr<GgufFile>(*std::move(file));
+    if (!weights->stored.empty()) {
+      auto gguf = std::shared_ptr<GgufFile>(*std::move(file));
+      weights->drop_stored_pages = [mapped = gguf.get()](const uint8_t* data, int64_t bytes) {
+        mapped->DropPages(data, static_cast<uint64_t>(bytes));  // weights->storage keeps it alive
+      };
+      weights->storage = std::move(gguf);
+    }
     return weights;
   }
   if (!std::filesystem::exists(path, error)) return BadSpec(spec, "no such file or directory");

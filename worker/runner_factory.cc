@@ -81,6 +81,9 @@ absl::StatusOr<CreatedRunner> CreateLlamaRunner(const RunnerFactoryOptions& opti
     weights = *std::move(uploaded);
   }
   created.weight_bytes = weights->bytes();
+  if (weights->num_packed() > 0) {
+    absl::StrAppend(&created.weight_types, " (", weights->num_packed(), " packed)");
+  }
   absl::StatusOr<std::unique_ptr<LlamaModelRunner>> runner = LlamaModelRunner::Create(
       std::move(weights), {.kv_dtype = created.kv_dtype,
                            .memory_utilization = options.gpu_memory_utilization,

@@ -3,17 +3,20 @@
 # from the source vendored in the PyPI sdist of llama-cpp-python (pinned) in a scratch folder
 # outside the repository, then measures, in one run and on the same GGUF file and thread count:
 #   llama-bench  pp128, pp512 (prefill) and tg128 (batch-1 decode), REPS (3) repetitions
+#                (and on F32_MODEL, llama.cpp's f32 GGUF of the same model, where that exists)
 #   kvserve      the same through the serving engine (build/tools/kvserve-generate: a random
 #                prompt of 128 / 512 token ids; 128 tokens decoded after a 1-token prompt,
-#                ignore_eos), REPS runs each, in the weights' stored form (--dtype=auto) and in f32
-# alternated rep by rep, and prints tokens/s for both and the ratios kvserve / llama.cpp
-# (medians), with the CPU named, and each engine's batch-1 decode as a fraction of the
-# memory-bandwidth bound (the read rate BUILD_DIR/bench/kernels_bench measures in the same run
-# over the file's bytes per token).
+#                ignore_eos), REPS runs each, in the weights' stored types (--dtype=auto: packed
+#                on AVX-512, and with KVSERVE_CPU_PACK=0 the GGUF rows as stored) and in f32
+# alternated rep by rep, and prints tokens/s for all and the ratios kvserve / llama.cpp's best
+# configuration (medians), with the CPU named, and each engine's batch-1 decode as a fraction of
+# the memory-bandwidth bound (the read rate BUILD_DIR/bench/kernels_bench measures in the same
+# run over the file's bytes per token).
 #
 #   bench/peer/llama_cpp.sh [BUILD_DIR]           # default: build
 # Env: PEER_DIR (/tmp/kvserve-peer: the sdist, llama.cpp's build), THREADS (2), MODEL (the
-#      default model's cached path), REPS (3), COMPETE (0: busy-loop processes beside the run).
+#      default model's cached path), REPS (3), COMPETE (0: busy-loop processes beside the run),
+#      F32_MODEL (PEER_DIR/SmolLM2-135M-Instruct.F32.gguf; bench/peer/fidelity.sh converts it).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD_DIR=${1:-build}
@@ -21,6 +24,7 @@ PEER_DIR=${PEER_DIR:-/tmp/kvserve-peer}
 THREADS=${THREADS:-2}
 REPS=${REPS:-3}
 MODEL=${MODEL:-${KVSERVE_CACHE_DIR:-$HOME/.cache/kvserve}/models/SmolLM2-135M-Instruct.Q4_1.gguf}
+F32_MODEL=${F32_MODEL:-$PEER_DIR/SmolLM2-135M-Instruct.F32.gguf}
 GENERATE=$BUILD_DIR/tools/kvserve-generate
 [ -x "$GENERATE" ] || { echo "peer: $GENERATE is missing (cmake --build $BUILD_DIR)" >&2; exit 1; }
 [ -f "$MODEL" ] || { echo "peer: no model at '$MODEL' (set MODEL=...)" >&2; exit 1; }
@@ -51,19 +55,25 @@ kvserve() {  # dtype, prompt tokens, tokens to generate
   "$GENERATE" --model="$MODEL" --dtype="$1" --threads="$THREADS" --prompt_tokens="$2" \
     --max_tokens="$3" --ignore_eos 2>&1
 }
-# Repetitions alternate between the engines (llama.cpp, kvserve as stored, kvserve f32, ...), so
-# drift on a shared machine hits all of them.
-for _ in $(seq "$REPS"); do
-  "$BENCH" -m "$MODEL" -t "$THREADS" -p 128,512 -n 128 -r 1 -o json 2>/dev/null |
+llama_bench() {  # model file, label
+  "$BENCH" -m "$1" -t "$THREADS" -p 128,512 -n 128 -r 1 -o json 2>/dev/null |
     python3 -c 'import json, sys
 for r in json.load(sys.stdin):
     test = "pp%d" % r["n_prompt"] if r["n_prompt"] else "tg%d" % r["n_gen"]
-    print("llama.cpp", test, r["avg_ts"])' >>"$out"
-  for dtype in auto float32; do
+    print(sys.argv[1], test, r["avg_ts"])' "$2" >>"$out"
+}
+# Repetitions alternate between the engines (llama.cpp, kvserve as stored, kvserve f32, ...), so
+# drift on a shared machine hits all of them.
+for _ in $(seq "$REPS"); do
+  llama_bench "$MODEL" llama.cpp
+  [ -f "$F32_MODEL" ] && llama_bench "$F32_MODEL" llama.cpp-f32
+  for config in auto rows float32; do
+    dtype=$config pack=1
+    [ "$config" = rows ] && dtype=auto pack=0
     for prompt in 128 512; do
-      kvserve "$dtype" "$prompt" 1 | sed -n "s/.*prompt: $prompt tokens in [0-9.]* s = \([0-9.]*\) tokens\/s.*/kvserve-$dtype pp$prompt \1/p" >>"$out"
+      KVSERVE_CPU_PACK=$pack kvserve "$dtype" "$prompt" 1 | sed -n "s/.*prompt: $prompt tokens in [0-9.]* s = \([0-9.]*\) tokens\/s.*/kvserve-$config pp$prompt \1/p" >>"$out"
     done
-    kvserve "$dtype" 1 129 | sed -n "s/.*decode: [0-9]* tokens in [0-9.]* s = \([0-9.]*\) tokens\/s.*/kvserve-$dtype tg128 \1/p" >>"$out"
+    KVSERVE_CPU_PACK=$pack kvserve "$dtype" 1 129 | sed -n "s/.*decode: [0-9]* tokens in [0-9.]* s = \([0-9.]*\) tokens\/s.*/kvserve-$config tg128 \1/p" >>"$out"
   done
 done
 # The memory-bandwidth bound of batch-1 decode: every weight byte read once per token (the file's
@@ -82,12 +92,16 @@ for line in open(sys.argv[1]):
     who, test, value = line.split()
     runs[(who, test)].append(float(value))
 med = {key: statistics.median(values) for key, values in runs.items()}
-print(f"{'test':6s} {'llama.cpp':>10s} {'kvserve':>10s} {'ratio':>6s} {'kvserve f32':>12s} {'ratio':>6s}")
+# Ratios against llama.cpp's best configuration of each test (its Q4_1 or f32 run).
+peers = [w for w in ("llama.cpp", "llama.cpp-f32") if (w, "tg128") in med]
+ours = ["kvserve-auto", "kvserve-rows", "kvserve-float32"]
+print(f"{'test':6s}" + "".join(f"{w:>15s}" for w in peers) + f"{'best':>8s}" +
+      "".join(f"{w:>16s} {'ratio':>6s}" for w in ours))
 for test in ("pp128", "pp512", "tg128"):
-    base = med.get(("llama.cpp", test))
-    ours = med.get(("kvserve-auto", test))
-    f32 = med.get(("kvserve-float32", test))
-    print(f"{test:6s} {base:10.1f} {ours:10.1f} {ours / base:6.2f} {f32:12.1f} {f32 / base:6.2f}")
+    best = max(med[(w, test)] for w in peers)
+    row = f"{test:6s}" + "".join(f"{med[(w, test)]:15.1f}" for w in peers) + f"{best:8.1f}"
+    row += "".join(f"{med[(w, test)]:16.1f} {med[(w, test)] / best:6.2f}" for w in ours)
+    print(row)
 if ("bandwidth", "read") in med:
     bandwidth, model_bytes = med[("bandwidth", "read")], int(sys.argv[2])
     bound = bandwidth / model_bytes

@@ -20,17 +20,18 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "model/default_model.h"
-#include "model/forward_batch.h"
 #include "model/device_weights.h"
-#include "tests/model/llama_model_test_util.h"
-#include "worker/engine_core.h"
-#include "worker/offline_generate.h"
-#include "worker/llama_model_runner.h"
+#include "model/forward_batch.h"
 #include "model/kv_pool.h"
 #include "model/llama_model.h"
 #include "model/weights_loader.h"
 #include "nlohmann/json.hpp"
+#include "tests/model/llama_model_test_util.h"
+#include "worker/engine_core.h"
+#include "worker/llama_model_runner.h"
+#include "worker/offline_generate.h"
 
 namespace kvserve {
 namespace {
@@ -166,7 +167,9 @@ std::vector<float> PromptLogits(const DeviceWeights* weights, KvDtype kv_dtype,
 //    kernels choose from (KVSERVE_CPU_ISA): worst row 1.3e-1 (chat, AVX-512's tiled kernel),
 //    9.2e-2 (AVX2), 1.05e-1 (scalar); top-1 agreement 100%, except story at 98.2% on AVX-512,
 //    94.6% on AVX2 and 96.4% scalar: 1, 3 and 2 of 56 positions are near-ties that the rounding
-//    order decides.
+//    order decides. Packed for the AVX-512 kernel (quant_linear.h; the "stored" case on such a
+//    CPU, "stored rows" reads the GGUF rows): worst row 1.14e-1 (chat), top-1 97.4% there (1 of
+//    39) and 98.2% on story; the rows as stored 1.08e-1, 100% and 98.2%.
 // The error bounds leave ~2x margin over the worst measured row.
 TEST_P(ReferenceTest, LowerPrecisionWeightsAndKvStayCloseToFloat32) {
   if (weights_ == nullptr) {
@@ -191,7 +194,25 @@ TEST_P(ReferenceTest, LowerPrecisionWeightsAndKvStayCloseToFloat32) {
        0.95},
       {"f16", testing::UploadToCpu(*weights_, 2, kernels::DType::kF16), KvDtype::kF16, 0.005, 0.95},
       {"stored", testing::UploadToCpu(*stored, 2), KvDtype::kF32, 0.2, 0.9},
+      {"stored rows", nullptr, KvDtype::kF32, 0.2, 0.9},
   };
+  // "stored" is packed where the CPU runs the AVX-512 kernels (Q8_0 / Q4_1: all but the norms);
+  // "stored rows" reads the GGUF rows in place.
+  auto rows = DeviceWeights::Upload(
+      *stored, std::make_shared<kernels::cpu::CpuBackend>(2, /*pack_weights=*/false),
+      kernels::DType::kF32);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ((*rows)->num_packed(), 0);
+  cases[3].weights = *std::move(rows);
+  const DeviceWeights& packed = *cases[2].weights;
+  EXPECT_FALSE(packed.embedding().packed);  // the lookup reads the table's rows
+  if (kernels::cpu::ActiveCpuIsa() == kernels::cpu::CpuIsa::kAvx512) {
+    EXPECT_EQ(packed.num_packed(), 7 * weights_->config.num_layers + 1);  // + the tied output
+    EXPECT_TRUE(packed.output().packed);
+    EXPECT_TRUE(packed.layer(0).w_down.packed);
+  } else {
+    EXPECT_EQ(packed.num_packed(), 0);
+  }
   for (const Case& c : cases) {
     const std::vector<float> got = PromptLogits(c.weights.get(), c.kv, prompt);
     ASSERT_EQ(got.size(), want.size());
