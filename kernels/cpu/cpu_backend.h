@@ -8,8 +8,9 @@
 // computes from the weights as stored, with scalar, AVX2 or AVX-512 kernels chosen at run time
 // (cpu_isa.h; KVSERVE_CPU_ISA caps the choice), its output rows split over the pool.
 // Paged attention is split into (sequence, KV head, query tile) items run on the pool (created
-// once with the backend, never per call). The elementwise kernels run on the calling
-// thread: at the batch sizes of a step they cost far less than the matrix products.
+// once with the backend, never per call). The elementwise kernels run on the calling thread for
+// a few tokens (a decode step) and split their tokens over the pool for more (a prefill, where
+// on one thread they took a quarter of the step).
 // Thread-safety: as for Backend, one call at a time.
 #ifndef KVSERVE_KERNELS_CPU_CPU_BACKEND_H_
 #define KVSERVE_KERNELS_CPU_CPU_BACKEND_H_
@@ -79,16 +80,17 @@ class CpuBackend : public Backend {
     return cpu::AttentionWorkspaceBytes(shape, pool_.num_threads());
   }
   void Embedding(const EmbeddingParams& p) override { cpu::Embedding(p); }
-  void RmsNorm(const RmsNormParams& p) override { cpu::RmsNorm(p); }
-  void AddRmsNorm(const AddRmsNormParams& p) override { cpu::AddRmsNorm(p); }
+  // These five split their tokens over the pool when a step has enough of them (a prefill).
+  void RmsNorm(const RmsNormParams& p) override;
+  void AddRmsNorm(const AddRmsNormParams& p) override;
   void Linear(const LinearParams& p) override { cpu::Linear(p, &pool_); }
   void LinearSameInput(const LinearParams* p, int count) override {
     cpu::LinearSameInput(p, count, &pool_);
   }
-  void Rope(const RopeParams& p) override { cpu::Rope(p); }
-  void WriteKv(const KvWriteParams& p) override { cpu::WriteKv(p); }
+  void Rope(const RopeParams& p) override;
+  void WriteKv(const KvWriteParams& p) override;
   void PagedAttention(const PagedAttentionParams& p) override { cpu::PagedAttention(p, &pool_); }
-  void SiluAndMul(const SiluAndMulParams& p) override { cpu::SiluAndMul(p); }
+  void SiluAndMul(const SiluAndMulParams& p) override;
   void GatherRows(const GatherRowsParams& p) override { cpu::GatherRows(p); }
   void Argmax(const ArgmaxParams& p) override { cpu::Argmax(p); }
   bool Synchronize() override { return true; }

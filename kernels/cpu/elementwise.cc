@@ -1,9 +1,13 @@
 // The CPU kernels that touch each element once: embedding, norms, KV write, SiLU-and-mul,
 // gather, argmax. Plain loops; the compiler vectorises the inner ones.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/cpu_math.h"
+#include "kernels/cpu/half_linear.h"
 
 namespace kvserve::kernels::cpu {
 namespace {
@@ -12,9 +16,23 @@ namespace {
 void RmsNormRow(const float* x /* [n] */, const float* weight /* [n] */, float* out /* [n] */,
                 int n, float eps) {
   float sum_sq = 0.0f;
+#pragma omp simd reduction(+ : sum_sq)
   for (int i = 0; i < n; ++i) sum_sq += x[i] * x[i];
   const float inv_rms = 1.0f / std::sqrt(sum_sq / static_cast<float>(n) + eps);
   for (int i = 0; i < n; ++i) out[i] = x[i] * inv_rms * weight[i];
+}
+
+void SiluAndMulRows(const float* gate, const float* up, float* out, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = Silu(gate[i]) * up[i];
+}
+
+// The same loop compiled for AVX-512 (only this function: an inline function of a shared header
+// is inlined here, never emitted for AVX-512 where another file could call it).
+__attribute__((target("avx512f,fma"))) void SiluAndMulRowsAvx512(const float* gate, const float* up,
+                                                                 float* out, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = Silu(gate[i]) * up[i];
 }
 
 }  // namespace
@@ -26,6 +44,10 @@ void NarrowRow(const float* src, DType dtype, int64_t n, void* dst) {
       for (int64_t i = 0; i < n; ++i) bits[i] = FloatToBFloat16(src[i]);
       return;
     case DType::kF16:
+      if (ActiveCpuIsa() >= CpuIsa::kAvx2) {
+        NarrowHalfAvx2(src, n, bits);
+        return;
+      }
       for (int64_t i = 0; i < n; ++i) bits[i] = FloatToHalf(src[i]);
       return;
     default:  // kF32: caches are never block-quantized
@@ -83,9 +105,10 @@ void WriteKv(const KvWriteParams& p) {
 
 void SiluAndMul(const SiluAndMulParams& p) {
   const int64_t n = static_cast<int64_t>(p.num_tokens) * p.intermediate;
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = p.gate[i];
-    p.out[i] = g / (1.0f + std::exp(-g)) * p.up[i];
+  if (ActiveCpuIsa() >= CpuIsa::kAvx512) {
+    SiluAndMulRowsAvx512(p.gate, p.up, p.out, n);
+  } else {
+    SiluAndMulRows(p.gate, p.up, p.out, n);
   }
 }
 
@@ -119,6 +142,79 @@ void Argmax(const ArgmaxParams& p) {
     }
     p.ids[r] = best;
   }
+}
+
+// CpuBackend's elementwise kernels: a step's tokens in items of kTokensPerItem over the pool, or
+// all on the calling thread when there are too few for the pool's hand-off to pay.
+namespace {
+
+constexpr int32_t kTokensPerItem = 8;
+
+template <typename Fn>  // fn(first token, token count)
+void SplitTokens(ThreadPool& pool, int32_t num_tokens, const Fn& fn) {
+  if (num_tokens < 2 * kTokensPerItem || pool.num_threads() == 1) {
+    fn(0, num_tokens);
+    return;
+  }
+  pool.ParallelFor((num_tokens + kTokensPerItem - 1) / kTokensPerItem, [&](int64_t item, int) {
+    const auto first = static_cast<int32_t>(item * kTokensPerItem);
+    fn(first, std::min(kTokensPerItem, num_tokens - first));
+  });
+}
+
+}  // namespace
+
+void CpuBackend::RmsNorm(const RmsNormParams& p) {
+  SplitTokens(pool_, p.num_tokens, [&](int32_t first, int32_t count) {
+    const int64_t offset = int64_t{first} * p.hidden;
+    cpu::RmsNorm({p.x + offset, p.weight, p.out + offset, count, p.hidden, p.eps});
+  });
+}
+
+void CpuBackend::AddRmsNorm(const AddRmsNormParams& p) {
+  SplitTokens(pool_, p.num_tokens, [&](int32_t first, int32_t count) {
+    const int64_t offset = int64_t{first} * p.hidden;
+    cpu::AddRmsNorm(
+        {p.residual + offset, p.x + offset, p.weight, p.out + offset, count, p.hidden, p.eps});
+  });
+}
+
+void CpuBackend::SiluAndMul(const SiluAndMulParams& p) {
+  SplitTokens(pool_, p.num_tokens, [&](int32_t first, int32_t count) {
+    const int64_t offset = int64_t{first} * p.intermediate;
+    cpu::SiluAndMul({p.gate + offset, p.up + offset, p.out + offset, count, p.intermediate});
+  });
+}
+
+void CpuBackend::WriteKv(const KvWriteParams& p) {
+  const int64_t row = int64_t{p.cache.num_kv_heads} * p.cache.head_dim;
+  const int64_t k_stride = p.k_stride ? p.k_stride : row;
+  const int64_t v_stride = p.v_stride ? p.v_stride : row;
+  SplitTokens(pool_, p.num_tokens, [&](int32_t first, int32_t count) {
+    KvWriteParams part = p;
+    part.k += first * k_stride;
+    part.v += first * v_stride;
+    part.slot_mapping += first;
+    part.num_tokens = count;
+    part.k_stride = k_stride;
+    part.v_stride = v_stride;
+    cpu::WriteKv(part);
+  });
+}
+
+void CpuBackend::Rope(const RopeParams& p) {
+  const int64_t q_stride = p.q_stride ? p.q_stride : int64_t{p.num_heads} * p.config.head_dim;
+  const int64_t k_stride = p.k_stride ? p.k_stride : int64_t{p.num_kv_heads} * p.config.head_dim;
+  SplitTokens(pool_, p.num_tokens, [&](int32_t first, int32_t count) {
+    RopeParams part = p;
+    part.q += first * q_stride;
+    if (part.k != nullptr) part.k += first * k_stride;
+    part.positions += first;
+    part.num_tokens = count;
+    part.q_stride = q_stride;
+    part.k_stride = k_stride;
+    cpu::Rope(part);
+  });
 }
 
 }  // namespace kvserve::kernels::cpu

@@ -133,4 +133,14 @@ void WidenHalfAvx2(const uint16_t* src, bool bf16, int64_t n, float* dst) {
   }
 }
 
+void NarrowHalfAvx2(const float* src, int64_t n, uint16_t* dst) {
+  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), kRound));
+  }
+  for (; i < n; ++i) dst[i] = _cvtss_sh(src[i], kRound);
+}
+
 }  // namespace kvserve::kernels::cpu

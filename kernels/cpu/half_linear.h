@@ -53,6 +53,10 @@ void HalfRowsAvx512Bf16(const HalfRowsArgs& args, int32_t row_begin, int32_t row
 // bits as the scalar conversion). Where the CPU has AVX2 + F16C; DequantizeRow calls it for the
 // 16-bit types (e.g. a KV cache block before attention reads it).
 void WidenHalfAvx2(const uint16_t* src, bool bf16, int64_t n, float* dst);
+// n floats rounded to f16 (F16C, round to nearest even): FloatToHalf's bits, except that a NaN
+// keeps its payload's high bits instead of becoming 0x7E00. Where the CPU has AVX2 + F16C;
+// NarrowRow calls it (the KV write).
+void NarrowHalfAvx2(const float* src, int64_t n, uint16_t* dst);
 
 // p.y = p.x W^T for p.w_dtype kBF16 or kF16, bias not added, with the kernels of `isa` (REQUIRES:
 // isa <= DetectedCpuIsa()). Rows are split over pool (nullptr: calling thread only).

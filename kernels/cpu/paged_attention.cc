@@ -19,6 +19,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/cpu_math.h"
 
 namespace kvserve::kernels::cpu {
 namespace {
@@ -53,28 +54,6 @@ inline float Dot(const float* a, const float* b, int n) {
 #pragma omp simd reduction(+ : sum)
   for (int i = 0; i < n; ++i) sum += a[i] * b[i];
   return sum;
-}
-
-// e^x for x <= 0 (a score minus its row's running maximum) to ~2 ulp, as straight-line code so
-// that a loop over a block's keys vectorises (std::exp is a call per key): x = n ln2 + r with
-// |r| <= ln2 / 2, e^r by the classic degree-6 minimax polynomial, 2^n put in the exponent bits.
-// Below -87 (e^x < 2^-125, nothing beside the row's maximum) it returns e^-87.
-inline float ExpNonPositive(float x) {
-  x = x < -87.0f ? -87.0f : x;
-  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds to integer
-  const float n = (x * 1.44269504089f + kRound) - kRound;
-  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;  // ln2 = 0.693359375 - 2.12e-4
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  return p * scale;
 }
 
 // One query row against one block of keys: the scores, then the online softmax's update of the

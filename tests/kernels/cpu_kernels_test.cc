@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <iterator>
 #include <random>
 #include <vector>
 
@@ -171,6 +172,77 @@ TEST_P(CpuKernelsTest, WriteKvStoresEachTokenInItsSlotAndSkipsPadding) {
       ASSERT_TRUE(k_cache[i] == k_before[i] && v_cache[i] == v_before[i]) << i;
     }
   }
+}
+
+// SiLU through the branch-free exp (cpu_math.h), far out on both sides.
+TEST(CpuKernelsSiluTest, ExtremeGatesStayFiniteAndAccurate) {
+  const float gates[] = {-1000.0f, -100.0f, -88.0f, -87.0f, -20.0f, -1e-30f, 0.0f,
+                         1e-30f,   0.5f,    20.0f,  87.0f,  88.0f,  100.0f,  1000.0f};
+  const int n = static_cast<int>(std::size(gates));
+  std::vector<float> up(n, 1.0f), out(n);
+  cpu::SiluAndMul({gates, up.data(), out.data(), 1, n});
+  for (int i = 0; i < n; ++i) {
+    const double want = gates[i] / (1.0 + std::exp(-double{gates[i]}));
+    ASSERT_TRUE(std::isfinite(out[i])) << gates[i];
+    ASSERT_NEAR(out[i], want, 1e-6 * std::fabs(want) + 1e-33) << gates[i];
+  }
+}
+
+// CpuBackend splits a step's tokens over its pool for the elementwise kernels; every token's
+// result is the bits of the single-threaded kernel.
+TEST_P(CpuKernelsTest, BackendGivesTheSingleThreadBitsWhenItSplitsTokens) {
+  cpu::CpuBackend backend(2);
+  const int T = num_tokens(), hidden = 72, inter = 96, heads = 3, kv_heads = 1, head_dim = 24;
+  const float eps = 1e-5f;
+  const std::vector<float> x = RandomFloats(T * hidden, rng_, -3.0f, 3.0f);
+  const std::vector<float> w = RandomFloats(hidden, rng_, 0.5f, 1.5f);
+  std::vector<float> want(x.size()), got(x.size());
+  cpu::RmsNorm({x.data(), w.data(), want.data(), T, hidden, eps});
+  backend.RmsNorm({x.data(), w.data(), got.data(), T, hidden, eps});
+  ASSERT_EQ(got, want);
+
+  std::vector<float> residual_want = RandomFloats(T * hidden, rng_), residual_got = residual_want;
+  cpu::AddRmsNorm({residual_want.data(), x.data(), w.data(), want.data(), T, hidden, eps});
+  backend.AddRmsNorm({residual_got.data(), x.data(), w.data(), got.data(), T, hidden, eps});
+  ASSERT_EQ(residual_got, residual_want);
+  ASSERT_EQ(got, want);
+
+  const std::vector<float> gate = RandomFloats(T * inter, rng_, -6.0f, 6.0f);
+  const std::vector<float> up = RandomFloats(T * inter, rng_);
+  std::vector<float> silu_want(gate.size()), silu_got(gate.size());
+  cpu::SiluAndMul({gate.data(), up.data(), silu_want.data(), T, inter});
+  backend.SiluAndMul({gate.data(), up.data(), silu_got.data(), T, inter});
+  ASSERT_EQ(silu_got, silu_want);
+
+  // q and k as column slices of one fused qkv row (strides), as the model passes them.
+  const int qkv = (heads + 2 * kv_heads) * head_dim;
+  std::vector<float> fused_want = RandomFloats(T * qkv, rng_), fused_got = fused_want;
+  std::vector<int32_t> positions(T);
+  for (int t = 0; t < T; ++t) positions[t] = 3 * t + 1;
+  RopeConfig rope{.head_dim = head_dim};
+  cpu::Rope({fused_want.data(), fused_want.data() + heads * head_dim, positions.data(), T, heads,
+             kv_heads, qkv, qkv, rope});
+  backend.Rope({fused_got.data(), fused_got.data() + heads * head_dim, positions.data(), T, heads,
+                kv_heads, qkv, qkv, rope});
+  ASSERT_EQ(fused_got, fused_want);
+
+  const int block_size = 16, num_blocks = (T + block_size - 1) / block_size + 1;
+  const size_t cache_values = size_t{1} * num_blocks * kv_heads * block_size * head_dim;
+  std::vector<uint16_t> k_want(cache_values), v_want(cache_values), k_got(cache_values),
+      v_got(cache_values);
+  std::vector<int32_t> slots(T);
+  for (int t = 0; t < T; ++t) slots[t] = t % 7 == 3 ? -1 : t + block_size / 2;
+  const float* k = fused_want.data() + heads * head_dim;
+  const float* v = k + kv_heads * head_dim;
+  PagedKvView want_view{k_want.data(), v_want.data(), num_blocks, kv_heads,
+                        block_size,    head_dim,      DType::kF16};
+  PagedKvView got_view = want_view;
+  got_view.k = k_got.data();
+  got_view.v = v_got.data();
+  cpu::WriteKv({k, v, slots.data(), T, qkv, qkv, want_view});
+  backend.WriteKv({k, v, slots.data(), T, qkv, qkv, got_view});
+  ASSERT_EQ(k_got, k_want);
+  ASSERT_EQ(v_got, v_want);
 }
 
 INSTANTIATE_TEST_SUITE_P(Tokens, CpuKernelsTest, ::testing::Values(1, 4, 5, 37));

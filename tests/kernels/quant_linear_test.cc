@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -305,9 +306,10 @@ TEST(QuantLinearTest, Q8_0ErrorIsTheActivationQuantizationError) {
   EXPECT_GT(max_ratio, 0.01);
 }
 
-// The SIMD versions of the activation quantizer and of the 16-bit widening (DequantizeRow of f16 /
-// bf16, which attention uses on a 16-bit KV cache) give the scalar versions' bits.
-TEST(CpuIsaTest, ActivationQuantizerAndHalfWideningAreExactOnEveryIsa) {
+// The SIMD versions of the activation quantizer, of the 16-bit widening (DequantizeRow of f16 /
+// bf16, which attention uses on a 16-bit KV cache) and of the f16 narrowing (NarrowRow, the KV
+// write) give the scalar versions' bits.
+TEST(CpuIsaTest, ActivationQuantizerAndHalfConversionsAreExactOnEveryIsa) {
   std::mt19937 rng(kSeed);
   const int tokens = 3, in = 576;
   std::vector<float> x = testing::RandomFloats(size_t{1} * tokens * in, rng, -3.0f, 3.0f);
@@ -347,6 +349,37 @@ TEST(CpuIsaTest, ActivationQuantizerAndHalfWideningAreExactOnEveryIsa) {
       cpu::DequantizeRow(bits.data(), type, n, simd.data());
       ASSERT_EQ(std::memcmp(scalar.data(), simd.data(), sizeof(float) * n), 0)
           << DTypeName(type) << " on " << cpu::CpuIsaName(isa);
+    }
+  }
+  // Narrowing to f16: random bit patterns (normals, subnormals, values that round to f16
+  // subnormals or overflow to infinity), halfway cases, and the specials.
+  std::vector<float> values(2000);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const uint32_t bits = static_cast<uint32_t>(rng());
+    std::memcpy(&values[i], &bits, 4);
+    if (std::isnan(values[i])) values[i] = 1.0f;
+    if (i % 4 == 1) values[i] = std::ldexp(static_cast<float>(rng() % 4096) - 2048.0f, -20);
+    if (i % 4 == 2) values[i] = std::ldexp(static_cast<float>(rng() % 65536) + 0.5f, -14 - i % 16);
+  }
+  for (float special :
+       {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, -1e30f, 5.96e-8f, 2.98e-8f,
+        std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    values.push_back(special);
+  }
+  const int n = static_cast<int>(values.size());
+  std::vector<uint16_t> want_half(n), got_half(n);
+  cpu::SetCpuIsaCapForTesting(CpuIsa::kScalar);
+  cpu::NarrowRow(values.data(), DType::kF16, n, want_half.data());
+  for (CpuIsa isa : AvailableIsas()) {
+    cpu::SetCpuIsaCapForTesting(isa);
+    cpu::NarrowRow(values.data(), DType::kF16, n, got_half.data());
+    for (int i = 0; i < n; ++i) {
+      if (std::isnan(values[i])) {  // a NaN stays a NaN (F16C keeps the payload's high bits)
+        ASSERT_TRUE((got_half[i] & 0x7C00) == 0x7C00 && (got_half[i] & 0x3FF) != 0);
+        continue;
+      }
+      ASSERT_EQ(got_half[i], want_half[i])
+          << values[i] << " on " << cpu::CpuIsaName(isa) << " (i = " << i << ")";
     }
   }
 }
