@@ -163,8 +163,10 @@ class RouterRoutingTest(unittest.TestCase):
     def test_deadline_propagates_to_the_worker(self):
         cancelled = sum(w.metric('kvserve_requests_finished_total{reason="cancelled"}')
                         for w in self.workers)
+        # 4,000 tokens: a one-thread worker decodes ~150-200 tokens/s, so they take far longer
+        # than the deadline (400 tokens came within a second of it once decode got faster).
         stream = self.stub.Generate(lib.request("Count from one to a thousand:", temperature=0,
-                                                max_tokens=400, ignore_eos=True), timeout=2)
+                                                max_tokens=4000, ignore_eos=True), timeout=2)
         with self.assertRaises(grpc.RpcError) as raised:
             for _ in stream:
                 pass

@@ -168,9 +168,15 @@ class WorkerE2eTest(unittest.TestCase):
 
     def test_deadline_aborts_and_returns_blocks(self):
         cancelled_before = WORKER.metric('kvserve_requests_finished_total{reason="cancelled"}')
+        # As many tokens as the pool holds (~2,900): the CPU worker decodes ~300 tokens/s on 2
+        # cores, so they take far longer than the deadline (400 tokens once did, and no longer
+        # do).
+        info = generation_stub().GetModelInfo(PB["generation_pb2"].GetModelInfoRequest(),
+                                              timeout=10)
         stream = generation_stub().Generate(PB["generation_pb2"].GenerateRequest(
             prompt="Count from one to a thousand:",
-            sampling=sampling(temperature=0, max_tokens=400, ignore_eos=True)), timeout=1.5)
+            sampling=sampling(temperature=0, max_tokens=info.pool_limited_context_length - 64,
+                              ignore_eos=True)), timeout=1.5)
         with self.assertRaises(grpc.RpcError) as raised:
             for _ in stream:
                 pass
