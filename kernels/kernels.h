@@ -130,6 +130,14 @@ struct RopeParams {
   int64_t q_stride = 0;
   int64_t k_stride = 0;
   RopeConfig config;  // config.head_dim is the head size
+
+  // The strides in effect (the dense ones where the fields above are 0).
+  int64_t q_token_stride() const {
+    return q_stride ? q_stride : int64_t{num_heads} * config.head_dim;
+  }
+  int64_t k_token_stride() const {
+    return k_stride ? k_stride : int64_t{num_kv_heads} * config.head_dim;
+  }
 };
 
 // One layer's paged K and V (the layout the KV cache manager describes; slot = block_id *
@@ -157,6 +165,14 @@ struct KvWriteParams {
   int64_t k_stride = 0;  // 0: num_kv_heads * head_dim
   int64_t v_stride = 0;
   PagedKvView cache;
+
+  // The strides in effect (the dense one where the fields above are 0).
+  int64_t k_token_stride() const {
+    return k_stride ? k_stride : int64_t{cache.num_kv_heads} * cache.head_dim;
+  }
+  int64_t v_token_stride() const {
+    return v_stride ? v_stride : int64_t{cache.num_kv_heads} * cache.head_dim;
+  }
 };
 
 // Attention of a flattened batch over the paged cache, after this step's K/V were written.
@@ -187,6 +203,11 @@ struct PagedAttentionParams {
   PagedKvView cache;
   void* workspace;  // AttentionWorkspaceBytes() bytes
   size_t workspace_bytes;
+
+  // The stride in effect (the dense one where q_stride is 0).
+  int64_t q_token_stride() const {
+    return q_stride ? q_stride : int64_t{num_heads} * cache.head_dim;
+  }
 };
 
 // The largest batch an attention workspace must serve; plan it once from the engine limits.

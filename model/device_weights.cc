@@ -78,7 +78,7 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(
     out->lm_head_ = out->embedding_;
     const auto it = weights.stored.find("token_embedding");
     if (it != weights.stored.end() &&
-        device->PackedWeightBytes(it->second.dtype, c.vocab_size, c.hidden_size) > 0) {
+        out->PackedBytes(&it->second, c.vocab_size, c.hidden_size) > 0) {
       s = matrix("token_embedding", weights.token_embedding, c.vocab_size, c.hidden_size,
                  &out->lm_head_);
     }
@@ -125,12 +125,15 @@ absl::StatusOr<const float*> DeviceWeights::UploadVector(const std::vector<float
   return data;
 }
 
+int64_t DeviceWeights::PackedBytes(const StoredMatrix* stored, int64_t rows, int64_t cols) const {
+  return stored != nullptr ? backend_->PackedWeightBytes(stored->dtype, rows, cols) : 0;
+}
+
 absl::StatusOr<WeightView> DeviceWeights::UploadMatrix(const std::vector<float>& values,
                                                        int64_t rows, int64_t cols,
                                                        const StoredMatrix* stored, bool may_pack,
                                                        const ModelWeights& weights) {
-  const int64_t packed_bytes =
-      stored != nullptr && may_pack ? backend_->PackedWeightBytes(stored->dtype, rows, cols) : 0;
+  const int64_t packed_bytes = may_pack ? PackedBytes(stored, rows, cols) : 0;
   if (packed_bytes > 0) {
     absl::StatusOr<DeviceBuffer> buffer =
         DeviceBuffer::Allocate(backend_.get(), static_cast<size_t>(packed_bytes), "weights");

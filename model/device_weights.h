@@ -87,6 +87,9 @@ class DeviceWeights {
 
   // Copies `values` to the backend as fp32 (norms, biases); nullptr for an empty vector.
   absl::StatusOr<const float*> UploadVector(const std::vector<float>& values);
+  // Bytes of the backend's packed form of a stored [rows, cols] matrix; 0 when it keeps the rows
+  // (stored is nullptr, or a type the backend does not pack).
+  int64_t PackedBytes(const StoredMatrix* stored, int64_t rows, int64_t cols) const;
   // Converts `values` ([rows, cols] fp32) to dtype_ and copies it to the backend; or, when
   // `stored` names it, uses the stored matrix: packed where may_pack and the backend packs its
   // type (then the file's pages under the stored bytes are dropped: weights.drop_stored_pages;

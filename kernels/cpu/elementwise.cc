@@ -35,6 +35,22 @@ __attribute__((target("avx512f,fma"))) void SiluAndMulRowsAvx512(const float* ga
   for (int64_t i = 0; i < n; ++i) out[i] = Silu(gate[i]) * up[i];
 }
 
+// CpuBackend's elementwise kernels: a step's tokens in items of kTokensPerItem over the pool, or
+// all on the calling thread when there are too few for the pool's hand-off to pay.
+constexpr int32_t kTokensPerItem = 8;
+
+template <typename Fn>  // fn(first token, token count)
+void SplitTokens(ThreadPool& pool, int32_t num_tokens, const Fn& fn) {
+  if (num_tokens < 2 * kTokensPerItem || pool.num_threads() == 1) {
+    fn(0, num_tokens);
+    return;
+  }
+  pool.ParallelFor((num_tokens + kTokensPerItem - 1) / kTokensPerItem, [&](int64_t item, int) {
+    const auto first = static_cast<int32_t>(item * kTokensPerItem);
+    fn(first, std::min(kTokensPerItem, num_tokens - first));
+  });
+}
+
 }  // namespace
 
 void NarrowRow(const float* src, DType dtype, int64_t n, void* dst) {
@@ -83,9 +99,8 @@ void AddRmsNorm(const AddRmsNormParams& p) {
 
 void WriteKv(const KvWriteParams& p) {
   const PagedKvView& c = p.cache;
-  const int64_t row = static_cast<int64_t>(c.num_kv_heads) * c.head_dim;
-  const int64_t k_stride = p.k_stride ? p.k_stride : row;
-  const int64_t v_stride = p.v_stride ? p.v_stride : row;
+  const int64_t k_stride = p.k_token_stride();
+  const int64_t v_stride = p.v_token_stride();
   const int64_t elem_bytes = GetDTypeInfo(c.dtype).block_bytes;
   for (int t = 0; t < p.num_tokens; ++t) {
     const int32_t slot = p.slot_mapping[t];
@@ -144,26 +159,6 @@ void Argmax(const ArgmaxParams& p) {
   }
 }
 
-// CpuBackend's elementwise kernels: a step's tokens in items of kTokensPerItem over the pool, or
-// all on the calling thread when there are too few for the pool's hand-off to pay.
-namespace {
-
-constexpr int32_t kTokensPerItem = 8;
-
-template <typename Fn>  // fn(first token, token count)
-void SplitTokens(ThreadPool& pool, int32_t num_tokens, const Fn& fn) {
-  if (num_tokens < 2 * kTokensPerItem || pool.num_threads() == 1) {
-    fn(0, num_tokens);
-    return;
-  }
-  pool.ParallelFor((num_tokens + kTokensPerItem - 1) / kTokensPerItem, [&](int64_t item, int) {
-    const auto first = static_cast<int32_t>(item * kTokensPerItem);
-    fn(first, std::min(kTokensPerItem, num_tokens - first));
-  });
-}
-
-}  // namespace
-
 void CpuBackend::RmsNorm(const RmsNormParams& p) {
   SplitTokens(pool_, p.num_tokens, [&](int32_t first, int32_t count) {
     const int64_t offset = int64_t{first} * p.hidden;
@@ -187,9 +182,8 @@ void CpuBackend::SiluAndMul(const SiluAndMulParams& p) {
 }
 
 void CpuBackend::WriteKv(const KvWriteParams& p) {
-  const int64_t row = int64_t{p.cache.num_kv_heads} * p.cache.head_dim;
-  const int64_t k_stride = p.k_stride ? p.k_stride : row;
-  const int64_t v_stride = p.v_stride ? p.v_stride : row;
+  const int64_t k_stride = p.k_token_stride();
+  const int64_t v_stride = p.v_token_stride();
   SplitTokens(pool_, p.num_tokens, [&](int32_t first, int32_t count) {
     KvWriteParams part = p;
     part.k += first * k_stride;
@@ -203,8 +197,8 @@ void CpuBackend::WriteKv(const KvWriteParams& p) {
 }
 
 void CpuBackend::Rope(const RopeParams& p) {
-  const int64_t q_stride = p.q_stride ? p.q_stride : int64_t{p.num_heads} * p.config.head_dim;
-  const int64_t k_stride = p.k_stride ? p.k_stride : int64_t{p.num_kv_heads} * p.config.head_dim;
+  const int64_t q_stride = p.q_token_stride();
+  const int64_t k_stride = p.k_token_stride();
   SplitTokens(pool_, p.num_tokens, [&](int32_t first, int32_t count) {
     RopeParams part = p;
     part.q += first * q_stride;

@@ -148,7 +148,7 @@ void RunItem(const PagedAttentionParams& p, const WorkItem& item, float* scratch
   const PagedKvView& c = p.cache;
   const int head_dim = c.head_dim;
   const int group = p.num_heads / c.num_kv_heads;
-  const int64_t q_stride = p.q_stride ? p.q_stride : static_cast<int64_t>(p.num_heads) * head_dim;
+  const int64_t q_stride = p.q_token_stride();
   const int num_q = item.token_end - item.token_begin;
   const int rows = num_q * group;
   const int max_rows = kQueryTile * group;

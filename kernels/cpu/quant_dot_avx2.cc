@@ -9,36 +9,16 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <cstring>
 
 #include "kernels/cpu/quant_linear.h"
+#include "kernels/cpu/quant_simd_util.h"
 
 namespace kvserve::kernels::cpu {
 namespace {
 
 constexpr int kTokenGroup = 4;
 
-float LoadHalf(const uint8_t* p) {
-  uint16_t bits;
-  std::memcpy(&bits, p, 2);
-  return _cvtsh_ss(bits);
-}
-
 __m256i Ones16() { return _mm256_set1_epi16(1); }
-__m256i LowNibbles(__m256i bytes) { return _mm256_and_si256(bytes, _mm256_set1_epi8(0x0F)); }
-__m256i HighNibbles(__m256i bytes) {
-  return _mm256_and_si256(_mm256_srli_epi16(bytes, 4), _mm256_set1_epi8(0x0F));
-}
-// 16 nibble bytes -> 32 values: the low nibbles first, then the high ones (Q4_0 / Q4_1 order).
-__m256i SplitNibbles(const uint8_t* nibbles /* [16] */) {
-  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(nibbles));
-  const __m128i mask = _mm_set1_epi8(0x0F);
-  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask),
-                          _mm_and_si128(bytes, mask));
-}
-__m256i Load256(const uint8_t* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
 
 // One decoded sub-block: weights dw * w[i] + off, w[i] = u[i] (unsigned types) or
 // sign(sign[i]) * u[i] (signed types); pairs of products are weighted by madd.

@@ -129,6 +129,10 @@ void PackActivationPairs(const ActBlock* blocks /* [num_tokens, num_blocks] */, 
 //   acc = fma(float(sum(u[i] * a.q[i])), dw * a.d, acc); acc = fma(off, a.s, acc)
 // per (row, token), blocks in order, off = -128 dw (Q8_0), -8 dw (Q4_0) or m (Q4_1).
 constexpr int kPackRows = 16;
+// The parts of a tile block, in bytes: the weights, then one fp16 per row for d (and for m).
+constexpr int kPackedQ8WeightBytes = 8 * 64;   // Q8_0: u [8][16 x 4]
+constexpr int kPackedQ4WeightBytes = 4 * 64;   // Q4_0, Q4_1: nibble bytes [4][16 x 4]
+constexpr int kPackedHalvesBytes = 2 * kPackRows;
 
 // True for the types PackQuantRows takes.
 bool IsPackableQuantType(DType w_dtype);

@@ -15,11 +15,11 @@ namespace {
 int TileBlockBytes(DType w_dtype) {
   switch (w_dtype) {
     case DType::kQ8_0:
-      return 512 + 32;
+      return kPackedQ8WeightBytes + kPackedHalvesBytes;
     case DType::kQ4_0:
-      return 256 + 32;
+      return kPackedQ4WeightBytes + kPackedHalvesBytes;
     case DType::kQ4_1:
-      return 256 + 64;
+      return kPackedQ4WeightBytes + 2 * kPackedHalvesBytes;
     default:
       return 0;
   }
@@ -36,7 +36,7 @@ void UnpackTileBlock(const uint8_t* tile_block, DType w_dtype, int r, int32_t* u
                      float* off) {
   if (w_dtype == DType::kQ8_0) {
     for (int i = 0; i < 32; ++i) u[i] = tile_block[(i / 4) * 64 + 4 * r + i % 4];
-    *dw = LoadHalf(tile_block + 512 + 2 * r);
+    *dw = LoadHalf(tile_block + kPackedQ8WeightBytes + 2 * r);
     *off = -128.0f * *dw;
     return;
   }
@@ -45,8 +45,9 @@ void UnpackTileBlock(const uint8_t* tile_block, DType w_dtype, int r, int32_t* u
     u[j] = byte & 0x0F;
     u[j + 16] = byte >> 4;
   }
-  *dw = LoadHalf(tile_block + 256 + 2 * r);
-  *off = w_dtype == DType::kQ4_1 ? LoadHalf(tile_block + 288 + 2 * r) : -8.0f * *dw;
+  const uint8_t* halves = tile_block + kPackedQ4WeightBytes;  // d [16], then m [16] (Q4_1)
+  *dw = LoadHalf(halves + 2 * r);
+  *off = w_dtype == DType::kQ4_1 ? LoadHalf(halves + kPackedHalvesBytes + 2 * r) : -8.0f * *dw;
 }
 
 template <DType kType>
@@ -97,13 +98,14 @@ void PackQuantRows(const uint8_t* w, DType w_dtype, int64_t rows, int64_t cols, 
         for (int i = 0; i < 32; ++i) {
           dst[(i / 4) * 64 + 4 * r + i % 4] = static_cast<uint8_t>(block[2 + i] ^ 0x80);
         }
-        std::memcpy(dst + 512 + 2 * r, block, 2);
+        std::memcpy(dst + kPackedQ8WeightBytes + 2 * r, block, 2);
         continue;
       }
       const int nibbles = w_dtype == DType::kQ4_1 ? 4 : 2;  // d[, m], nibble bytes[16]
       for (int j = 0; j < 16; ++j) dst[(j / 4) * 64 + 4 * r + j % 4] = block[nibbles + j];
-      std::memcpy(dst + 256 + 2 * r, block, 2);
-      if (w_dtype == DType::kQ4_1) std::memcpy(dst + 288 + 2 * r, block + 2, 2);
+      uint8_t* halves = dst + kPackedQ4WeightBytes;
+      std::memcpy(halves + 2 * r, block, 2);
+      if (w_dtype == DType::kQ4_1) std::memcpy(halves + kPackedHalvesBytes + 2 * r, block + 2, 2);
     }
   }
 }

@@ -37,18 +37,19 @@ __m512 Halves(const uint8_t* p /* [16] fp16 */) {
 
 // Tile block expanders: the 16 rows' unsigned weights u[8], scales and offsets.
 struct Q8_0 {
-  static constexpr int kTileBlockBytes = 544;
+  static constexpr int kTileBlockBytes = kPackedQ8WeightBytes + kPackedHalvesBytes;
   [[gnu::always_inline]] static void Expand(const uint8_t* block, __m512i* u, __m512* dw,
                                             __m512* off) {
     for (int i = 0; i < 8; ++i) u[i] = Load(block + 64 * i);
-    *dw = Halves(block + 512);
+    *dw = Halves(block + kPackedQ8WeightBytes);
     *off = _mm512_mul_ps(_mm512_set1_ps(-128.0f), *dw);
   }
 };
 
 template <bool kHasMin>  // Q4_1 (d q + m) or Q4_0 (d (q - 8))
 struct Q4Legacy {
-  static constexpr int kTileBlockBytes = kHasMin ? 320 : 288;
+  static constexpr int kTileBlockBytes =
+      kPackedQ4WeightBytes + (kHasMin ? 2 : 1) * kPackedHalvesBytes;
   [[gnu::always_inline]] static void Expand(const uint8_t* block, __m512i* u, __m512* dw,
                                             __m512* off) {
     const __m512i low4 = _mm512_set1_epi8(0x0F);
@@ -57,8 +58,9 @@ struct Q4Legacy {
       u[j] = _mm512_and_si512(bytes, low4);
       u[4 + j] = _mm512_and_si512(_mm512_srli_epi32(bytes, 4), low4);
     }
-    *dw = Halves(block + 256);
-    *off = kHasMin ? Halves(block + 288) : _mm512_mul_ps(_mm512_set1_ps(-8.0f), *dw);
+    *dw = Halves(block + kPackedQ4WeightBytes);
+    *off = kHasMin ? Halves(block + kPackedQ4WeightBytes + kPackedHalvesBytes)
+                   : _mm512_mul_ps(_mm512_set1_ps(-8.0f), *dw);
   }
 };
 

@@ -37,9 +37,8 @@ void Rope(const RopeParams& p) {
   float inv_freq[kMaxHeadDim / 2];  // [half]
   float cos_sin[kMaxHeadDim];       // [half, 2]
   ComputeRopeInvFreq(p.config, inv_freq);
-  const int64_t q_stride = p.q_stride ? p.q_stride : static_cast<int64_t>(p.num_heads) * head_dim;
-  const int64_t k_stride =
-      p.k_stride ? p.k_stride : static_cast<int64_t>(p.num_kv_heads) * head_dim;
+  const int64_t q_stride = p.q_token_stride();
+  const int64_t k_stride = p.k_token_stride();
   for (int t = 0; t < p.num_tokens; ++t) {
     const double pos = p.positions[t];
     for (int i = 0; i < half; ++i) {

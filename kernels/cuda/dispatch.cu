@@ -120,7 +120,7 @@ void CudaBackend::PagedAttention(const PagedAttentionParams& p) {
   const int head_dim = p.cache.head_dim;
   AttentionLaunch a{};
   a.p = p;
-  a.q_stride = p.q_stride ? p.q_stride : static_cast<int64_t>(p.num_heads) * head_dim;
+  a.q_stride = p.q_token_stride();
   a.group = p.num_heads / p.cache.num_kv_heads;
   a.heads_per_block = HeadsPerBlock(a.group);
   a.tile_tokens = kPrefillRows / a.heads_per_block;
@@ -160,9 +160,8 @@ void CudaBackend::PagedAttention(const PagedAttentionParams& p) {
 
 void CudaBackend::WriteKv(const KvWriteParams& p) {
   if (p.num_tokens == 0) return;
-  const int64_t row = static_cast<int64_t>(p.cache.num_kv_heads) * p.cache.head_dim;
-  const int64_t k_stride = p.k_stride ? p.k_stride : row;
-  const int64_t v_stride = p.v_stride ? p.v_stride : row;
+  const int64_t k_stride = p.k_token_stride();
+  const int64_t v_stride = p.v_token_stride();
   const bool ok = WithStorageType(p.cache.dtype, [&](auto type) {
     WriteKvKernel<decltype(type)><<<p.num_tokens, kThreads, 0, stream_>>>(p, k_stride, v_stride);
   });

@@ -146,11 +146,8 @@ void CudaBackend::Rope(const RopeParams& p) {
   }
   RopeFreqs freqs;
   ComputeRopeInvFreq(p.config, freqs.inv_freq);
-  const int64_t q_stride =
-      p.q_stride ? p.q_stride : static_cast<int64_t>(p.num_heads) * p.config.head_dim;
-  const int64_t k_stride =
-      p.k_stride ? p.k_stride : static_cast<int64_t>(p.num_kv_heads) * p.config.head_dim;
-  RopeKernel<<<p.num_tokens, kThreads, 0, stream_>>>(p, q_stride, k_stride, freqs);
+  RopeKernel<<<p.num_tokens, kThreads, 0, stream_>>>(p, p.q_token_stride(), p.k_token_stride(),
+                                                     freqs);
   Check(cudaGetLastError(), "Rope");
 }
 

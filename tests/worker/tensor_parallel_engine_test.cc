@@ -14,7 +14,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/quant_linear.h"
 #include "model/weights_loader.h"
 #include "tests/model/gguf_test_writer.h"
 #include "tests/model/llama_model_test_util.h"
@@ -200,8 +200,10 @@ TEST(TensorParallelRunnerTest, FactoryConvertsColumnSlicesOffBlockBoundaries) {
     const std::string log = ::testing::internal::GetCapturedStderr();
     ASSERT_TRUE(created.ok()) << created.status();
     EXPECT_EQ(created->num_converted_for_shard, converted) << "TP=" << size;
-    // The Q8_0 matrices are packed where the CPU backend has its AVX-512 kernel for them.
-    const bool packs = kernels::cpu::ActiveCpuIsa() == kernels::cpu::CpuIsa::kAvx512;
+    // The Q8_0 matrices are packed where the CPU backend packs that type (AVX-512).
+    const bool packs = kernels::cpu::CpuBackend(1).PackedWeightBytes(kernels::DType::kQ8_0,
+                                                                      kernels::cpu::kPackRows,
+                                                                      32) > 0;
     EXPECT_EQ(created->weight_types, std::string(types) + (packs ? " (5 packed)" : ""))
         << "TP=" << size;
     if (converted > 0) {
