@@ -35,11 +35,14 @@ __m512 Halves(const uint8_t* p /* [16] fp16 */) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
-// Tile block expanders: the 16 rows' unsigned weights u[8], scales and offsets.
+// Tile block expanders: the 16 rows' unsigned weights u[8], scales and offsets. Their loops are
+// unrolled by pragma: GCC 12 left them rolled at -O2 and so kept u[] on the stack, a store and a
+// reload per vector (Q4_1 576x1536 on one thread: 92 -> 160 GMAC/s at 1 token, 250 -> 310 at 128).
 struct Q8_0 {
   static constexpr int kTileBlockBytes = kPackedQ8WeightBytes + kPackedHalvesBytes;
   [[gnu::always_inline]] static void Expand(const uint8_t* block, __m512i* u, __m512* dw,
                                             __m512* off) {
+#pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) u[i] = Load(block + 64 * i);
     *dw = Halves(block + kPackedQ8WeightBytes);
     *off = _mm512_mul_ps(_mm512_set1_ps(-128.0f), *dw);
@@ -53,6 +56,7 @@ struct Q4Legacy {
   [[gnu::always_inline]] static void Expand(const uint8_t* block, __m512i* u, __m512* dw,
                                             __m512* off) {
     const __m512i low4 = _mm512_set1_epi8(0x0F);
+#pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {  // bytes 4j..4j+3: elements 4j.. (low nibbles), 16 + 4j.. (high)
       const __m512i bytes = Load(block + 64 * j);
       u[j] = _mm512_and_si512(bytes, low4);
