@@ -114,6 +114,47 @@ TEST(PagedAttentionSingleTest, ResultDoesNotDependOnThreadCount) {
   EXPECT_EQ(one, two);
 }
 
+// A token's attention is the same bits whether it comes in a prompt's prefill (in 16-token query
+// tiles beside other tokens) or alone as a decode over the same cache: a request moved to another
+// worker re-prefills the tokens it had decoded, and must continue token for token.
+TEST(PagedAttentionSingleTest, PrefillAndDecodeOfATokenAgreeBitForBit) {
+  for (const int block_size : {8, 16, 32}) {
+    std::mt19937 rng(45 + block_size);
+    std::printf("seed %d\n", 45 + block_size);
+    const int heads = 9, kv_heads = 3, head_dim = 64, len = 50;
+    PagedBatch b = MakePagedBatch({{len, len}}, heads, kv_heads, head_dim, block_size, 0, rng);
+    const std::vector<float> prefill = RunCpuAttention(b, nullptr, 0.0f);  // writes the cache
+    const AttentionShape shape{1, 1, len, heads, kv_heads, head_dim, block_size};
+    std::vector<char> workspace(cpu::AttentionWorkspaceBytes(shape, 1));
+    const int64_t row = int64_t{heads} * head_dim;
+    for (int i = 0; i < len; ++i) {
+      const int32_t query_start[2] = {0, 1};
+      const int32_t context_len = i + 1;
+      std::vector<float> out(row);
+      PagedAttentionParams p{};
+      p.q = b.q.data() + i * row;
+      p.out = out.data();
+      p.query_start = query_start;
+      p.context_lens = &context_len;
+      p.block_tables = b.block_tables.data();
+      p.num_tokens = 1;
+      p.num_seqs = 1;
+      p.num_heads = heads;
+      p.max_blocks_per_seq = b.max_blocks_per_seq;
+      p.max_query_len = 1;
+      p.max_context_len = len;
+      p.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+      p.cache = PagedKvView{b.k_cache.data(), b.v_cache.data(), b.num_blocks,
+                            kv_heads,         block_size,       head_dim};
+      p.workspace = workspace.data();
+      p.workspace_bytes = workspace.size();
+      cpu::PagedAttention(p, nullptr);
+      ASSERT_EQ(out, std::vector<float>(prefill.begin() + i * row, prefill.begin() + (i + 1) * row))
+          << "token " << i << ", block size " << block_size;
+    }
+  }
+}
+
 TEST(PagedAttentionSingleTest, LargeScoresStayFinite) {
   // Scores in the hundreds would overflow a naive exp; the online softmax must not.
   std::mt19937 rng(44);
