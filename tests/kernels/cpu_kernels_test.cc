@@ -225,6 +225,21 @@ TEST_P(CpuKernelsTest, BackendGivesTheSingleThreadBitsWhenItSplitsTokens) {
   backend.Rope({fused_got.data(), fused_got.data() + heads * head_dim, positions.data(), T, heads,
                 kv_heads, qkv, qkv, rope});
   ASSERT_EQ(fused_got, fused_want);
+  // The backend keeps the table of the positions it last saw: the same positions again, then
+  // other positions, then another rotary config must each rotate as cpu::Rope does.
+  for (int variant = 0; variant < 3; ++variant) {
+    if (variant == 1) {
+      for (int32_t& position : positions) position += 5;
+    }
+    RopeConfig other = rope;
+    if (variant == 2) other.theta = 500000.0f;
+    std::vector<float> again_want = RandomFloats(T * qkv, rng_), again_got = again_want;
+    cpu::Rope({again_want.data(), again_want.data() + heads * head_dim, positions.data(), T, heads,
+               kv_heads, qkv, qkv, other});
+    backend.Rope({again_got.data(), again_got.data() + heads * head_dim, positions.data(), T, heads,
+                  kv_heads, qkv, qkv, other});
+    ASSERT_EQ(again_got, again_want) << "variant " << variant;
+  }
 
   const int block_size = 16, num_blocks = (T + block_size - 1) / block_size + 1;
   const size_t cache_values = size_t{1} * num_blocks * kv_heads * block_size * head_dim;
