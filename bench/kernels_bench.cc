@@ -182,15 +182,6 @@ BENCHMARK(BM_PagedDecodeAttention)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
-// Random [out, in] weights of type: the rows as stored, or their packed form (PackQuantRows).
-std::vector<uint8_t> RandomWeightsAs(int out, int in, DType type, bool packed, std::mt19937& rng) {
-  std::vector<uint8_t> rows = testing::RandomWeights(out, in, type, rng);
-  if (!packed) return rows;
-  std::vector<uint8_t> tiles(cpu::PackedQuantBytes(type, out, in));
-  cpu::PackQuantRows(rows.data(), type, out, in, tiles.data());
-  return tiles;
-}
-
 void BM_TypedLinear(benchmark::State& state) {
   const auto type = static_cast<DType>(state.range(0));
   const int tokens = static_cast<int>(state.range(1));
@@ -199,7 +190,7 @@ void BM_TypedLinear(benchmark::State& state) {
   const bool packed = state.range(4) != 0;
   const double bandwidth = MeasuredReadBandwidth();
   std::mt19937 rng(4);
-  const std::vector<uint8_t> w = RandomWeightsAs(out, in, type, packed, rng);
+  const std::vector<uint8_t> w = testing::RandomWeightsAs(out, in, type, packed, rng);
   const size_t copies = std::max<size_t>(1, (kStreamBytes + w.size() - 1) / w.size());
   std::vector<uint8_t> all(copies * w.size());
   for (size_t c = 0; c < copies; ++c) std::memcpy(all.data() + c * w.size(), w.data(), w.size());
@@ -251,7 +242,7 @@ void BM_TypedLinearCompute(benchmark::State& state) {
     return;
   }
   std::mt19937 rng(5);
-  const std::vector<uint8_t> w = RandomWeightsAs(out, in, type, packed, rng);
+  const std::vector<uint8_t> w = testing::RandomWeightsAs(out, in, type, packed, rng);
   const std::vector<float> x = testing::RandomFloats(size_t{1} * tokens * in, rng);
   std::vector<float> y(size_t{1} * tokens * out);
   for (auto _ : state) {

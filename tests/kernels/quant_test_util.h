@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/quant_linear.h"
 #include "kernels/dtype.h"
 
 namespace kvserve::kernels::testing {
@@ -173,6 +174,17 @@ inline std::vector<uint8_t> RandomWeights(int64_t rows, int64_t cols, DType type
     QuantizeRowForTest(row.data(), cols, type, out.data() + r * row_bytes);
   }
   return out;
+}
+
+// RandomWeights(rows, cols, type), as stored or, with packed (REQUIRES: IsPackableQuantType),
+// in the CPU backend's packed form (PackQuantRows).
+inline std::vector<uint8_t> RandomWeightsAs(int64_t rows, int64_t cols, DType type, bool packed,
+                                            std::mt19937& rng) {
+  std::vector<uint8_t> stored = RandomWeights(rows, cols, type, rng);
+  if (!packed) return stored;
+  std::vector<uint8_t> tiles(cpu::PackedQuantBytes(type, rows, cols));
+  cpu::PackQuantRows(stored.data(), type, rows, cols, tiles.data());
+  return tiles;
 }
 
 }  // namespace kvserve::kernels::testing
