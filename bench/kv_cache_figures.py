@@ -132,7 +132,7 @@ def kv_bytes_per_token(bytes_per_element):
 
 
 def compute_part_b(weight_bytes_stored, weight_types):
-    contexts = [2 ** k for k in range(6, 16)] + [8192 * 2]
+    contexts = [2 ** k for k in range(6, 16)]
     rows = []
     for c in contexts:
         rows.append({"context": c, "kv_f32": kv_bytes_per_token(4) * c,
