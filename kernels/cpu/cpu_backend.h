@@ -75,7 +75,7 @@ class CpuBackend : public Backend {
   void Memset(void* dst, int value, size_t bytes) override;
   MemoryInfo GetMemoryInfo() const override;
   bool host_memory() const override { return true; }
-  // Q8_0, Q4_0 and Q4_1 matrices, where the AVX-512 kernels run and pack_weights is set.
+  // Q8_0, Q4_0 and Q4_1 matrices, where the AVX2 or AVX-512 kernels run and pack_weights is set.
   int64_t PackedWeightBytes(DType dtype, int64_t rows, int64_t cols) const override;
   void PackWeight(const void* stored, DType dtype, int64_t rows, int64_t cols,
                   void* packed) override;

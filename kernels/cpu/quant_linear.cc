@@ -33,6 +33,18 @@ QuantRowsFn KernelFor(DType w_dtype, CpuIsa isa) {
   return QuantRowsScalar(w_dtype);
 }
 
+QuantPackedFn PackedKernelFor(DType w_dtype, CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kAvx512:
+      return QuantPackedAvx512(w_dtype);
+    case CpuIsa::kAvx2:
+      return QuantPackedAvx2(w_dtype);
+    case CpuIsa::kScalar:
+      break;
+  }
+  return QuantPackedScalar(w_dtype);
+}
+
 }  // namespace
 
 void QuantizeActivations(const float* x, int32_t num_tokens, int32_t in_features, ActBlock* out) {
@@ -123,8 +135,7 @@ void QuantLinear(const LinearParams* p, int count, ThreadPool* pool, CpuIsa isa)
       (total_rows / (kItemsPerThread * num_threads) + kPackRows - 1) / kPackRows * kPackRows));
   for (int i = 0; i < count; ++i) {
     if (p[i].w_packed) {
-      packed_fns[i] = isa == CpuIsa::kAvx512 ? QuantPackedAvx512(p[i].w_dtype)
-                                             : QuantPackedScalar(p[i].w_dtype);
+      packed_fns[i] = PackedKernelFor(p[i].w_dtype, isa);
     } else {
       tiles[i] = isa == CpuIsa::kAvx512 ? QuantTileAvx512(p[i].w_dtype) : nullptr;
       rows[i] = tiles[i] == nullptr ? KernelFor(p[i].w_dtype, isa) : nullptr;

@@ -116,22 +116,23 @@ void PackActivationPairs(const ActBlock* blocks /* [num_tokens, num_blocks] */, 
                          int32_t num_blocks, ActPair* pairs /* [num_tokens, num_pairs] */,
                          float* sums /* [num_tokens, sums_stride] */, int32_t sums_stride);
 
-// The packed form of a Q8_0, Q4_0 or Q4_1 matrix (PackQuantRows), which the tiled AVX-512 kernel
-// reads without decoding: the rows in tiles of kPackRows (the last tile padded with zero rows),
-// each tile its blocks in order, and each such tile block the 16 rows' block transposed so that
-// one 64-byte load holds the same 4 bytes of every row (lane r = row r):
+// The packed form of a Q8_0, Q4_0 or Q4_1 matrix (PackQuantRows), which the packed AVX2 and
+// AVX-512 kernels read without decoding: the rows in tiles of kPackRows (the last tile padded with
+// zero rows), each tile its blocks in order, and each such tile block the 16 rows' block transposed
+// so that one 64-byte load holds the same 4 bytes of every row (lane r = row r):
 //   Q8_0  u = q + 128 [8][16 x 4] (512 B), then d [16] fp16                      544 B
 //   Q4_0  the nibble bytes [4][16 x 4] (256 B; byte j holds elements j and
 //         j + 16, as stored), then d [16] fp16                                    288 B
 //   Q4_1  as Q4_0, then m [16] fp16                                                320 B
 // That is the stored bytes rearranged, so the packed matrix is no larger than the file's (plus
-// the padding of the last tile). Every block then computes as the tiled kernel computes it:
+// the padding of the last tile). Every block then computes as the tiled kernel computes it (the
+// AVX2 kernel reads each 64-byte group as two 32-byte halves of 8 rows):
 //   acc = fma(float(sum(u[i] * a.q[i])), dw * a.d, acc); acc = fma(off, a.s, acc)
 // per (row, token), blocks in order, off = -128 dw (Q8_0), -8 dw (Q4_0) or m (Q4_1).
 constexpr int kPackRows = 16;
 // The parts of a tile block, in bytes: the weights, then one fp16 per row for d (and for m).
-constexpr int kPackedQ8WeightBytes = 8 * 64;   // Q8_0: u [8][16 x 4]
-constexpr int kPackedQ4WeightBytes = 4 * 64;   // Q4_0, Q4_1: nibble bytes [4][16 x 4]
+constexpr int kPackedQ8WeightBytes = 8 * 64;  // Q8_0: u [8][16 x 4]
+constexpr int kPackedQ4WeightBytes = 4 * 64;  // Q4_0, Q4_1: nibble bytes [4][16 x 4]
 constexpr int kPackedHalvesBytes = 2 * kPackRows;
 
 // True for the types PackQuantRows takes.
@@ -145,9 +146,11 @@ void PackQuantRows(const uint8_t* w, DType w_dtype, int64_t rows, int64_t cols, 
 // Computes what QuantRowsFn does from a packed matrix (args.w; args.row_bytes unused).
 // REQUIRES: row_begin is a multiple of kPackRows.
 using QuantPackedFn = QuantRowsFn;
-// The reference (plain C++, the same arithmetic bit for bit) and the AVX-512 VNNI kernel; nullptr
-// for a type that is not packable.
+// The reference (plain C++), the AVX2 (maddubs) and the AVX-512 VNNI kernels, all with the same
+// arithmetic bit for bit; nullptr for a type that is not packable. Call the AVX2 / AVX-512 ones
+// only where DetectedCpuIsa() reaches them.
 QuantPackedFn QuantPackedScalar(DType w_dtype);
+QuantPackedFn QuantPackedAvx2(DType w_dtype);
 QuantPackedFn QuantPackedAvx512(DType w_dtype);
 
 // The kernel of `w_dtype` for each instruction set; nullptr for a type that is not block
@@ -174,8 +177,7 @@ void QuantizeActivationsAvx512(const float* x, int32_t num_tokens, int32_t in_fe
 
 // p[i].y = p[i].x W_i^T for block-quantized weights, bias not added, with the kernels of `isa`
 // (REQUIRES: isa <= DetectedCpuIsa(); every p[i] has the same x, num_tokens and in_features).
-// A p[i] with w_packed reads the packed form (PackQuantRows), through the AVX-512 kernel where isa
-// is kAvx512 and the reference one elsewhere.
+// A p[i] with w_packed reads the packed form (PackQuantRows), through the packed kernel of isa.
 // x is quantized once, and the rows of all count products are split over pool as one loop
 // (nullptr: calling thread only).
 void QuantLinear(const LinearParams* p, int count, ThreadPool* pool, CpuIsa isa);

@@ -1,6 +1,6 @@
 // The packed form of quant_linear.h: PackQuantRows, and the reference kernel on it (plain C++, any
-// CPU), which computes every (row, token) with the operations of the AVX-512 kernel in
-// quant_packed_avx512.cc in the same order, so the two agree bit for bit.
+// CPU), which computes every (row, token) with the operations of the AVX2 and AVX-512 kernels
+// (quant_packed_avx2.cc, quant_packed_avx512.cc) in the same order, so the three agree bit for bit.
 #include <cmath>
 #include <cstring>
 
@@ -111,9 +111,9 @@ void PackQuantRows(const uint8_t* w, DType w_dtype, int64_t rows, int64_t cols, 
 }
 
 int64_t CpuBackend::PackedWeightBytes(DType dtype, int64_t rows, int64_t cols) const {
-  // Only the AVX-512 kernel reads the packed form at speed; elsewhere the rows as stored are
-  // faster than the reference kernel on it.
-  if (!pack_weights_ || ActiveCpuIsa() != CpuIsa::kAvx512) return 0;
+  // The AVX2 and AVX-512 kernels read the packed form at speed; without them the rows as stored
+  // are faster than the reference kernel on it.
+  if (!pack_weights_ || ActiveCpuIsa() == CpuIsa::kScalar) return 0;
   return PackedQuantBytes(dtype, rows, cols);
 }
 

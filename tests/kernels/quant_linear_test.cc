@@ -178,8 +178,8 @@ TEST_P(QuantLinearTest, ATokensOutputIsTheSameInEveryBatch) {
 }
 
 // The packed form (PackQuantRows) holds the file's bytes rearranged, and Linear on it gives, on
-// every instruction set and in every batch, the same bits as the reference kernel on it (the
-// AVX-512 kernel applies the reference's operations in the reference's order), within the
+// every instruction set and in every batch, the same bits as the reference kernel on it (the AVX2
+// and AVX-512 kernels apply the reference's operations in the reference's order), within the
 // quantization bound of the exact product.
 TEST(QuantLinearTest, PackedWeightsGiveTheReferenceBitsOnEveryIsaAndBatch) {
   std::mt19937 rng(kSeed + 13);
@@ -207,6 +207,7 @@ TEST(QuantLinearTest, PackedWeightsGiveTheReferenceBitsOnEveryIsaAndBatch) {
         std::vector<float> want;
         for (CpuIsa isa : AvailableIsas()) {
           cpu::SetCpuIsaCapForTesting(isa);
+          ASSERT_EQ(cpu::ActiveCpuIsa(), isa);
           std::vector<float> y(size_t{1} * tokens * kOutFeatures, 123.0f);
           cpu::Linear({x.data(), packed.data(), bias.data(), y.data(), tokens, in, kOutFeatures,
                        type, /*w_packed=*/true},
@@ -231,6 +232,75 @@ TEST(QuantLinearTest, PackedWeightsGiveTheReferenceBitsOnEveryIsaAndBatch) {
           }
         }
       }
+    }
+  }
+}
+
+// Weights and activations at the ends of their integer ranges (Q4 nibbles 15; Q8_0 q = 127 and
+// -128, stored packed as u = 255 and 0; activations +-127, all of one sign in a block) give the
+// reference's bits on every instruction set: the SIMD kernels' int16 pair sums neither saturate
+// nor wrap (a vpmaddubsw straight on Q8_0's u would: 2 * 255 * 127 > 32767).
+TEST(QuantLinearTest, PackedKernelsAreExactAtTheEndsOfTheIntegerRanges) {
+  IsaCapGuard guard;
+  const int rows = 40, in = 256, tokens = 5;  // 2.5 tiles; token groups of 3 and 4 and a rest
+  // Token t's activations: +1 (t = 0), -1 (t = 1), a block of each sign alternately (t = 2),
+  // the sign flipping every 4 elements (t = 3), every element (t = 4). Every q is +-127.
+  const int run[tokens] = {in, in, 32, 4, 1};  // elements per run of one sign
+  std::vector<float> x(size_t{1} * tokens * in);
+  for (int t = 0; t < tokens; ++t) {
+    for (int i = 0; i < in; ++i) {
+      const bool negative = (t == 1) != ((i / run[t]) % 2 == 1);
+      x[size_t{1} * t * in + i] = negative ? -1.0f : 1.0f;
+    }
+  }
+  for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1}) {
+    // Row o's weights: Q8_0 q = 127 (o % 3 == 0), -128 (1) or alternating by element (2); Q4
+    // nibbles all 15. d = 1, Q4_1 m = -1.
+    const int64_t row_bytes = RowBytes(type, in);
+    const int block_bytes = GetDTypeInfo(type).block_bytes;
+    const uint16_t one = FloatToHalf(1.0f), minus_one = FloatToHalf(-1.0f);
+    std::vector<uint8_t> w(size_t{1} * rows * row_bytes);
+    std::vector<double> w_value(size_t{1} * rows * in);  // dequantized
+    for (int o = 0; o < rows; ++o) {
+      for (int b = 0; b < in / 32; ++b) {
+        uint8_t* block = &w[o * row_bytes + b * block_bytes];  // d[, m], weights
+        std::memcpy(block, &one, 2);
+        if (type == DType::kQ4_1) std::memcpy(block + 2, &minus_one, 2);
+        for (int i = 0; i < 32; ++i) {
+          double value;
+          if (type == DType::kQ8_0) {
+            const int q = o % 3 == 0 || (o % 3 == 2 && i % 2 == 0) ? 127 : -128;
+            block[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(q));
+            value = q;
+          } else {
+            block[(type == DType::kQ4_1 ? 4 : 2) + i % 16] = 0xFF;
+            value = type == DType::kQ4_1 ? 15 - 1 : 15 - 8;
+          }
+          w_value[size_t{1} * o * in + 32 * b + i] = value;
+        }
+      }
+    }
+    std::vector<uint8_t> packed(cpu::PackedQuantBytes(type, rows, in));
+    cpu::PackQuantRows(w.data(), type, rows, in, packed.data());
+    std::vector<float> want(size_t{1} * tokens * rows);
+    cpu::SetCpuIsaCapForTesting(CpuIsa::kScalar);
+    cpu::Linear({x.data(), packed.data(), nullptr, want.data(), tokens, in, rows, type, true});
+    for (int t = 0; t < tokens; ++t) {  // x = +-1 and q = +-127 are exact: so is the product
+      for (int o = 0; o < rows; ++o) {
+        double exact = 0.0;
+        for (int i = 0; i < in; ++i) {
+          exact += x[size_t{1} * t * in + i] * w_value[size_t{1} * o * in + i];
+        }
+        ASSERT_NEAR(want[t * rows + o], exact, 1e-5 * 128 * in)
+            << DTypeName(type) << " token " << t << " row " << o;
+      }
+    }
+    for (CpuIsa isa : AvailableIsas()) {
+      cpu::SetCpuIsaCapForTesting(isa);
+      ASSERT_EQ(cpu::ActiveCpuIsa(), isa);
+      std::vector<float> y(want.size(), 123.0f);
+      cpu::Linear({x.data(), packed.data(), nullptr, y.data(), tokens, in, rows, type, true});
+      ASSERT_EQ(y, want) << DTypeName(type) << " on " << cpu::CpuIsaName(isa);
     }
   }
 }

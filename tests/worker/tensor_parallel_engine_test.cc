@@ -200,10 +200,9 @@ TEST(TensorParallelRunnerTest, FactoryConvertsColumnSlicesOffBlockBoundaries) {
     const std::string log = ::testing::internal::GetCapturedStderr();
     ASSERT_TRUE(created.ok()) << created.status();
     EXPECT_EQ(created->num_converted_for_shard, converted) << "TP=" << size;
-    // The Q8_0 matrices are packed where the CPU backend packs that type (AVX-512).
-    const bool packs = kernels::cpu::CpuBackend(1).PackedWeightBytes(kernels::DType::kQ8_0,
-                                                                      kernels::cpu::kPackRows,
-                                                                      32) > 0;
+    // The Q8_0 matrices are packed where the CPU backend packs that type (AVX2, AVX-512).
+    const bool packs = kernels::cpu::CpuBackend(1).PackedWeightBytes(
+                           kernels::DType::kQ8_0, kernels::cpu::kPackRows, 32) > 0;
     EXPECT_EQ(created->weight_types, std::string(types) + (packs ? " (5 packed)" : ""))
         << "TP=" << size;
     if (converted > 0) {
