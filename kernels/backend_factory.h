@@ -2,8 +2,9 @@
 // tools and the benchmarks.
 //
 //   "cpu"               the CPU backend (host memory) with num_threads threads (<= 0: all cores);
-//                       it packs Q8_0 / Q4_0 / Q4_1 matrices for its AVX-512 kernel unless the
-//                       environment sets KVSERVE_CPU_PACK=0 (to compare with the rows as stored)
+//                       it packs Q8_0 / Q4_0 / Q4_1 matrices for its AVX2 / AVX-512 kernels unless
+//                       the environment sets KVSERVE_CPU_PACK=0 (to compare with the rows as
+//                       stored)
 //   "cuda" / "cuda:N"   the CUDA backend on device N (default 0), on its own stream
 //
 // Returns nullptr and sets *error (naming the cause: an unknown name, a build without CUDA, no

@@ -290,8 +290,8 @@ class Backend {
   virtual bool host_memory() const { return false; }
 
   // A backend may keep block-quantized matrices in a layout of its own that its Linear reads
-  // faster (the CPU on AVX-512: 16-row tiles, cpu::PackQuantRows). PackedWeightBytes is the size
-  // of that form of a [rows, cols] matrix of dtype, 0 when the backend has none for it;
+  // faster (the CPU on AVX2 / AVX-512: 16-row tiles, cpu::PackQuantRows). PackedWeightBytes is the
+  // size of that form of a [rows, cols] matrix of dtype, 0 when the backend has none for it;
   // PackWeight writes it from the rows as stored (host memory) into backend memory of that
   // size. A LinearParams whose w is such a matrix sets w_packed.
   virtual int64_t PackedWeightBytes(DType dtype, int64_t rows, int64_t cols) const { return 0; }

@@ -3,8 +3,8 @@
 // reader produced: an fp32 matrix is converted once to the chosen type (f32, bf16, f16) and
 // copied to the device; a matrix the reader kept as stored (GGUF blocks, ModelWeights::stored)
 // keeps its type and is packed where the backend has a layout of its own for that type
-// (Backend::PackWeight; the CPU on AVX-512 for Q8_0, Q4_0, Q4_1: the same bytes in 16-row tiles,
-// after which the file's pages under it are dropped), else used in place on a host-memory
+// (Backend::PackWeight; the CPU on AVX2 / AVX-512 for Q8_0, Q4_0, Q4_1: the same bytes in 16-row
+// tiles, after which the file's pages under it are dropped), else used in place on a host-memory
 // backend (the CPU: the file's mapping, no copy) or copied as is elsewhere. The embedding table
 // stays as stored (its lookup reads rows); a tied output projection gets a packed copy of it.
 // After Upload the fp32 host copy may be dropped.
