@@ -38,10 +38,11 @@ void Linear(const LinearParams& p, ThreadPool* pool = nullptr);
 // products, with x quantized once; other types one Linear each.
 void LinearSameInput(const LinearParams* p, int count, ThreadPool* pool = nullptr);
 void Rope(const RopeParams& p);
-// Rope in two parts: the cosines and sines of every (token, pair) angle, [num_tokens, head_dim / 2]
-// each, then the rotation of p's tokens by them. Rope is the two for one token at a time.
-void RopeTable(const RopeConfig& config, const int32_t* positions, int32_t num_tokens, float* cos,
-               float* sin);
+// Rope in two parts: the cosines and sines of every (token, pair) angle, [num_tokens, half] each,
+// from the pairs' inverse frequencies (ComputeRopeInvFreq, [half]), then the rotation of p's
+// tokens by them. Rope is the two for one token at a time.
+void RopeTable(const float* inv_freq, int half, const int32_t* positions, int32_t num_tokens,
+               float* cos, float* sin);
 void RopeFromTable(const RopeParams& p, const float* cos, const float* sin);
 void WriteKv(const KvWriteParams& p);
 void SiluAndMul(const SiluAndMulParams& p);
@@ -104,11 +105,12 @@ class CpuBackend : public Backend {
  private:
   ThreadPool pool_;
   bool pack_weights_;
-  // Rope's table for the positions and rotary config it last saw. Every layer of a step rotates
-  // at the same positions, so a step computes the table once, not once per layer (the sines and
-  // cosines, in double, were ~4% of a prefill's time when every layer computed them).
+  // Rope's table for the positions and inverse frequencies it last saw (all the angles depend
+  // on). Every layer of a step rotates at the same positions, so a step computes the table once,
+  // not once per layer (the sines and cosines, in double, were ~4% of a prefill's time when every
+  // layer computed them).
   std::vector<int32_t> rope_positions_;
-  RopeConfig rope_config_;
+  std::vector<float> rope_inv_freq_;
   std::vector<float> rope_cos_;
   std::vector<float> rope_sin_;
 };

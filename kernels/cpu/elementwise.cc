@@ -197,23 +197,20 @@ void CpuBackend::WriteKv(const KvWriteParams& p) {
 }
 
 void CpuBackend::Rope(const RopeParams& p) {
-  const int64_t half = p.config.head_dim / 2;
-  // The angles depend on every field but the style (which picks the pairs, not the angles).
-  const bool same_config =
-      rope_config_.head_dim == p.config.head_dim && rope_config_.theta == p.config.theta &&
-      rope_config_.scaling == p.config.scaling && rope_config_.factor == p.config.factor &&
-      rope_config_.low_freq_factor == p.config.low_freq_factor &&
-      rope_config_.high_freq_factor == p.config.high_freq_factor &&
-      rope_config_.original_max_position == p.config.original_max_position;
-  if (!same_config || !std::equal(p.positions, p.positions + p.num_tokens, rope_positions_.begin(),
-                                  rope_positions_.end())) {
-    rope_config_ = p.config;
+  const int half = p.config.head_dim / 2;
+  float inv_freq[256];  // RopeConfig: head_dim <= 512
+  ComputeRopeInvFreq(p.config, inv_freq);
+  if (!std::equal(inv_freq, inv_freq + half, rope_inv_freq_.begin(), rope_inv_freq_.end()) ||
+      !std::equal(p.positions, p.positions + p.num_tokens, rope_positions_.begin(),
+                  rope_positions_.end())) {
+    rope_inv_freq_.assign(inv_freq, inv_freq + half);
     rope_positions_.assign(p.positions, p.positions + p.num_tokens);
-    rope_cos_.resize(p.num_tokens * half);
-    rope_sin_.resize(p.num_tokens * half);
+    rope_cos_.resize(size_t{1} * p.num_tokens * half);
+    rope_sin_.resize(size_t{1} * p.num_tokens * half);
     SplitTokens(pool_, p.num_tokens, [&](int32_t first, int32_t count) {
-      cpu::RopeTable(p.config, p.positions + first, count, rope_cos_.data() + first * half,
-                     rope_sin_.data() + first * half);
+      cpu::RopeTable(inv_freq, half, p.positions + first, count,
+                     rope_cos_.data() + int64_t{first} * half,
+                     rope_sin_.data() + int64_t{first} * half);
     });
   }
   const int64_t q_stride = p.q_token_stride();
@@ -226,7 +223,8 @@ void CpuBackend::Rope(const RopeParams& p) {
     part.num_tokens = count;
     part.q_stride = q_stride;
     part.k_stride = k_stride;
-    cpu::RopeFromTable(part, rope_cos_.data() + first * half, rope_sin_.data() + first * half);
+    cpu::RopeFromTable(part, rope_cos_.data() + int64_t{first} * half,
+                       rope_sin_.data() + int64_t{first} * half);
   });
 }
 

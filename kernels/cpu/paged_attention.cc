@@ -281,17 +281,17 @@ void RunItem(const PagedAttentionParams& p, const WorkItem& item, float* scratch
   for (int32_t key_begin = 0; key_begin < num_keys; key_begin += c.block_size) {
     const int64_t block = block_table[key_begin / c.block_size];
     const int64_t base = (block * c.num_kv_heads + item.kv_head) * head_block;
+    const int block_keys = std::min<int>(c.block_size, num_keys - key_begin);  // the tile sees
     const float* k;  // [block_size, head_dim]
     const float* v;  // [block_size, head_dim]
     if (c.dtype == DType::kF32) {
       k = static_cast<const float*>(c.k) + base;
       v = static_cast<const float*>(c.v) + base;
     } else {
-      const int valid = std::min<int>(c.block_size, num_keys - key_begin);
-      DequantizeRow(static_cast<const char*>(c.k) + base * elem_bytes, c.dtype, valid * head_dim,
-                    k_wide);
-      DequantizeRow(static_cast<const char*>(c.v) + base * elem_bytes, c.dtype, valid * head_dim,
-                    v_wide);
+      DequantizeRow(static_cast<const char*>(c.k) + base * elem_bytes, c.dtype,
+                    block_keys * head_dim, k_wide);
+      DequantizeRow(static_cast<const char*>(c.v) + base * elem_bytes, c.dtype,
+                    block_keys * head_dim, v_wide);
       k = k_wide;
       v = v_wide;
     }
@@ -309,7 +309,6 @@ void RunItem(const PagedAttentionParams& p, const WorkItem& item, float* scratch
     }
     // Causal: token i (position first_pos + i) sees keys up to its own position.
     if (update_chunk != nullptr) {
-      const int block_keys = std::min<int>(c.block_size, num_keys - key_begin);
       for (int c0 = 0; c0 < block_keys; c0 += kChunkKeys) {
         update_chunk({k + c0 * head_dim, v + c0 * head_dim, std::min(kChunkKeys, block_keys - c0),
                       first_pos + 1 - (key_begin + c0), rows, group, head_dim, q, scores, acc,

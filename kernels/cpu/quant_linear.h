@@ -134,6 +134,10 @@ constexpr int kPackRows = 16;
 constexpr int kPackedQ8WeightBytes = 8 * 64;  // Q8_0: u [8][16 x 4]
 constexpr int kPackedQ4WeightBytes = 4 * 64;  // Q4_0, Q4_1: nibble bytes [4][16 x 4]
 constexpr int kPackedHalvesBytes = 2 * kPackRows;
+// A whole tile block of each type (the table above).
+constexpr int kPackedQ8_0BlockBytes = kPackedQ8WeightBytes + kPackedHalvesBytes;
+constexpr int kPackedQ4_0BlockBytes = kPackedQ4WeightBytes + kPackedHalvesBytes;
+constexpr int kPackedQ4_1BlockBytes = kPackedQ4WeightBytes + 2 * kPackedHalvesBytes;
 
 // True for the types PackQuantRows takes.
 bool IsPackableQuantType(DType w_dtype);

@@ -15,11 +15,11 @@ namespace {
 int TileBlockBytes(DType w_dtype) {
   switch (w_dtype) {
     case DType::kQ8_0:
-      return kPackedQ8WeightBytes + kPackedHalvesBytes;
+      return kPackedQ8_0BlockBytes;
     case DType::kQ4_0:
-      return kPackedQ4WeightBytes + kPackedHalvesBytes;
+      return kPackedQ4_0BlockBytes;
     case DType::kQ4_1:
-      return kPackedQ4WeightBytes + 2 * kPackedHalvesBytes;
+      return kPackedQ4_1BlockBytes;
     default:
       return 0;
   }

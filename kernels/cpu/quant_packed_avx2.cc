@@ -62,7 +62,7 @@ __m256 Halves(const uint8_t* p /* [8] fp16 */) {
 // products, have to fit the 16 vector registers; the counts chosen are the fastest measured (576 x
 // 1536, 1 thread, 8-128 tokens, -O3, AVX-512 machine capped to AVX2; Q8_0 at 3 spills a few).
 struct Q8_0 {
-  static constexpr int kTileBlockBytes = kPackedQ8WeightBytes + kPackedHalvesBytes;
+  static constexpr int kTileBlockBytes = kPackedQ8_0BlockBytes;
   static constexpr int kGroups = 8;  // group g: elements 4g..4g+3
   static constexpr int kSums = 2;    // int16 sums per token: lo and hi nibbles
   static constexpr int kTokens = 3;  // 68-70 GMAC/s; 2: 66-67
@@ -73,8 +73,7 @@ struct Q8_0 {
 
 template <bool kHasMin>  // Q4_1 (d q + m) or Q4_0 (d (q - 8))
 struct Q4Legacy {
-  static constexpr int kTileBlockBytes =
-      kPackedQ4WeightBytes + (kHasMin ? 2 : 1) * kPackedHalvesBytes;
+  static constexpr int kTileBlockBytes = kHasMin ? kPackedQ4_1BlockBytes : kPackedQ4_0BlockBytes;
   static constexpr int kGroups = 4;  // group g: elements 4g.. (low nibbles), 16 + 4g.. (high)
   static constexpr int kSums = 1;
   static constexpr int kTokens = 4;  // 125-131 GMAC/s; 3: 118-124, 5: 113-123

@@ -39,7 +39,7 @@ __m512 Halves(const uint8_t* p /* [16] fp16 */) {
 // unrolled by pragma: GCC 12 left them rolled at -O2 and so kept u[] on the stack, a store and a
 // reload per vector (Q4_1 576x1536 on one thread: 92 -> 160 GMAC/s at 1 token, 250 -> 310 at 128).
 struct Q8_0 {
-  static constexpr int kTileBlockBytes = kPackedQ8WeightBytes + kPackedHalvesBytes;
+  static constexpr int kTileBlockBytes = kPackedQ8_0BlockBytes;
   [[gnu::always_inline]] static void Expand(const uint8_t* block, __m512i* u, __m512* dw,
                                             __m512* off) {
 #pragma GCC unroll 8
@@ -51,8 +51,7 @@ struct Q8_0 {
 
 template <bool kHasMin>  // Q4_1 (d q + m) or Q4_0 (d (q - 8))
 struct Q4Legacy {
-  static constexpr int kTileBlockBytes =
-      kPackedQ4WeightBytes + (kHasMin ? 2 : 1) * kPackedHalvesBytes;
+  static constexpr int kTileBlockBytes = kHasMin ? kPackedQ4_1BlockBytes : kPackedQ4_0BlockBytes;
   [[gnu::always_inline]] static void Expand(const uint8_t* block, __m512i* u, __m512* dw,
                                             __m512* off) {
     const __m512i low4 = _mm512_set1_epi8(0x0F);

@@ -38,12 +38,8 @@ void RotateHeads(float* x /* [num_heads, head_dim] */, int num_heads, int head_d
 
 }  // namespace
 
-void RopeTable(const RopeConfig& config, const int32_t* positions, int32_t num_tokens,
-               float* cos /* [num_tokens, head_dim / 2] */,
-               float* sin /* [num_tokens, head_dim / 2] */) {
-  const int half = config.head_dim / 2;
-  float inv_freq[kMaxHeadDim / 2];  // [half]
-  ComputeRopeInvFreq(config, inv_freq);
+void RopeTable(const float* inv_freq, int half, const int32_t* positions, int32_t num_tokens,
+               float* cos /* [num_tokens, half] */, float* sin /* [num_tokens, half] */) {
   for (int32_t t = 0; t < num_tokens; ++t) {
     const double pos = positions[t];
     for (int i = 0; i < half; ++i) {
@@ -70,6 +66,9 @@ void RopeFromTable(const RopeParams& p, const float* cos, const float* sin) {
 }
 
 void Rope(const RopeParams& p) {
+  const int half = p.config.head_dim / 2;
+  float inv_freq[kMaxHeadDim / 2];
+  ComputeRopeInvFreq(p.config, inv_freq);
   float cos[kMaxHeadDim / 2];  // one token's
   float sin[kMaxHeadDim / 2];
   for (int32_t t = 0; t < p.num_tokens; ++t) {
@@ -80,7 +79,7 @@ void Rope(const RopeParams& p) {
     token.k_stride = p.k_token_stride();
     token.positions += t;
     token.num_tokens = 1;
-    RopeTable(p.config, token.positions, 1, cos, sin);
+    RopeTable(inv_freq, half, token.positions, 1, cos, sin);
     RopeFromTable(token, cos, sin);
   }
 }
