@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "kvcache/kv_budget.h"
 
 namespace kvserve {
@@ -58,7 +59,7 @@ absl::Status CheckChat(const v1::ChatConversation& chat, const ServingLimits& li
                      absl::StrCat("must be system, user or assistant, got '",
                                   IsValidUtf8(role) ? role : "<invalid UTF-8>", "'"));
     }
-    if (absl::Status s = CheckUtf8(Field(path, "content"), message.content()); !s.ok()) return s;
+    KVSERVE_RETURN_IF_ERROR(CheckUtf8(Field(path, "content"), message.content()));
   }
   return absl::OkStatus();
 }
@@ -197,7 +198,7 @@ absl::Status ValidateSamplingParams(const v1::SamplingParams& sampling, const Se
       return Invalid(field, absl::StrCat("at most ", limits.max_stop_string_bytes, " bytes, got ",
                                          stop.size()));
     }
-    if (absl::Status s = CheckUtf8(field, stop); !s.ok()) return s;
+    KVSERVE_RETURN_IF_ERROR(CheckUtf8(field, stop));
   }
   if (sampling.stop_token_ids_size() > limits.max_stop_token_ids) {
     return Invalid(Field(path, "stop_token_ids"),
@@ -225,12 +226,12 @@ absl::Status ValidateSamplingParams(const v1::SamplingParams& sampling, const Se
 
 absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request,
                                      const ServingLimits& limits) {
-  if (absl::Status s = CheckModel(request.model(), limits); !s.ok()) return s;
-  if (absl::Status s = CheckRequestId(request.request_id()); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(CheckModel(request.model(), limits));
+  KVSERVE_RETURN_IF_ERROR(CheckRequestId(request.request_id()));
   switch (request.input_case()) {
     case v1::GenerateRequest::kPrompt:
       if (request.prompt().empty()) return Invalid("prompt", "must not be empty");
-      if (absl::Status s = CheckUtf8("prompt", request.prompt()); !s.ok()) return s;
+      KVSERVE_RETURN_IF_ERROR(CheckUtf8("prompt", request.prompt()));
       break;
     case v1::GenerateRequest::kPromptTokenIds:
       if (request.prompt_token_ids().ids_size() == 0) {
@@ -238,7 +239,7 @@ absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request,
       }
       break;
     case v1::GenerateRequest::kChat:
-      if (absl::Status s = CheckChat(request.chat(), limits); !s.ok()) return s;
+      KVSERVE_RETURN_IF_ERROR(CheckChat(request.chat(), limits));
       break;
     case v1::GenerateRequest::INPUT_NOT_SET:
       return Invalid("input", "exactly one of prompt, prompt_token_ids, chat is required");
@@ -251,7 +252,7 @@ absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request,
 
 absl::Status ValidateTokenizeRequest(const v1::TokenizeRequest& request,
                                      const ServingLimits& limits) {
-  if (absl::Status s = CheckModel(request.model(), limits); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(CheckModel(request.model(), limits));
   switch (request.input_case()) {
     case v1::TokenizeRequest::kPrompt:
       return CheckUtf8("prompt", request.prompt());
@@ -265,7 +266,7 @@ absl::Status ValidateTokenizeRequest(const v1::TokenizeRequest& request,
 
 absl::Status ValidateDetokenizeRequest(const v1::DetokenizeRequest& request,
                                        const ServingLimits& limits) {
-  if (absl::Status s = CheckModel(request.model(), limits); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(CheckModel(request.model(), limits));
   for (int i = 0; i < request.token_ids_size(); ++i) {
     const int32_t id = request.token_ids(i);
     if (id < 0 || id >= limits.vocab_size) {
@@ -309,10 +310,8 @@ absl::Status ValidateKvFit(int32_t num_prompt_tokens, int32_t max_tokens, int32_
 absl::Status ValidateWorkerGenerateRequest(const v1::WorkerGenerateRequest& request,
                                            const ServingLimits& limits) {
   if (request.request_id().empty()) return Invalid("request_id", "must not be empty");
-  if (absl::Status s = CheckRequestId(request.request_id()); !s.ok()) return s;
-  if (absl::Status s = ValidateSamplingParams(request.sampling(), limits, "sampling"); !s.ok()) {
-    return s;
-  }
+  KVSERVE_RETURN_IF_ERROR(CheckRequestId(request.request_id()));
+  KVSERVE_RETURN_IF_ERROR(ValidateSamplingParams(request.sampling(), limits, "sampling"));
   if (request.prompt_token_ids_size() == 0) {
     return Invalid("prompt_token_ids", "must not be empty");
   }

@@ -42,6 +42,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "base/status_macros.h"
 #include "kernels/backend_factory.h"
 #include "model/default_model.h"
 #include "model/device_weights.h"
@@ -195,8 +196,8 @@ class LogitsFile {
 absl::Status CompareFiles(const std::vector<std::vector<int32_t>>& sequences) {
   LogitsFile ref;
   LogitsFile test;
-  if (absl::Status s = ref.Open(absl::GetFlag(FLAGS_reference_logits)); !s.ok()) return s;
-  if (absl::Status s = test.Open(absl::GetFlag(FLAGS_test_logits)); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(ref.Open(absl::GetFlag(FLAGS_reference_logits)));
+  KVSERVE_RETURN_IF_ERROR(test.Open(absl::GetFlag(FLAGS_test_logits)));
   int64_t positions = 0;
   for (const auto& sequence : sequences) positions += static_cast<int64_t>(sequence.size());
   if (ref.rows() != positions || test.rows() != positions || ref.vocab() != test.vocab()) {
@@ -207,11 +208,9 @@ absl::Status CompareFiles(const std::vector<std::vector<int32_t>>& sequences) {
   FidelityStats stats(ref.vocab());
   for (const std::vector<int32_t>& sequence : sequences) {
     for (size_t i = 0; i < sequence.size(); ++i) {
-      absl::StatusOr<absl::Span<const float>> ref_row = ref.Next();
-      if (!ref_row.ok()) return ref_row.status();
-      absl::StatusOr<absl::Span<const float>> test_row = test.Next();
-      if (!test_row.ok()) return test_row.status();
-      stats.Add(*ref_row, *test_row, i + 1 < sequence.size() ? sequence[i + 1] : -1);
+      KVSERVE_ASSIGN_OR_RETURN(absl::Span<const float> ref_row, ref.Next());
+      KVSERVE_ASSIGN_OR_RETURN(absl::Span<const float> test_row, test.Next());
+      stats.Add(ref_row, test_row, i + 1 < sequence.size() ? sequence[i + 1] : -1);
     }
   }
   stats.Print(absl::StrCat(absl::GetFlag(FLAGS_test_logits), " vs ",
@@ -231,15 +230,15 @@ struct Engine {
 absl::StatusOr<Engine> MakeEngine(const std::string& path, bool keep_stored_types, KvDtype kv_dtype,
                                   int32_t longest, std::shared_ptr<kernels::Backend> backend,
                                   std::string* weight_types) {
-  absl::StatusOr<ModelWeights> host = LoadWeights(path, {.keep_stored_types = keep_stored_types});
-  if (!host.ok()) return host.status();
+  KVSERVE_ASSIGN_OR_RETURN(ModelWeights host,
+                           LoadWeights(path, {.keep_stored_types = keep_stored_types}));
   absl::btree_map<std::string, int> stored;
-  for (const auto& [name, matrix] : host->stored) ++stored[kernels::DTypeName(matrix.dtype)];
+  for (const auto& [name, matrix] : host.stored) ++stored[kernels::DTypeName(matrix.dtype)];
   *weight_types = "f32";
   for (const auto& [type, count] : stored) absl::StrAppend(weight_types, "+", type, "x", count);
   Engine engine;
   absl::StatusOr<std::unique_ptr<DeviceWeights>> weights =
-      DeviceWeights::Upload(*host, std::move(backend), kernels::DType::kF32);
+      DeviceWeights::Upload(host, std::move(backend), kernels::DType::kF32);
   if (!weights.ok()) return weights.status();
   engine.weights = *std::move(weights);
   const int32_t chunk = std::min(absl::GetFlag(FLAGS_chunk_tokens), longest);
@@ -278,12 +277,12 @@ absl::Status CompareKvserve(const std::vector<std::vector<int32_t>>& sequences) 
   if (backend == nullptr) return absl::FailedPreconditionError(error);
   std::string ref_types;
   std::string test_types;
-  absl::StatusOr<Engine> ref = MakeEngine(path, false, KvDtype::kF32, longest, backend, &ref_types);
-  if (!ref.ok()) return ref.status();
-  absl::StatusOr<Engine> test = MakeEngine(path, true, *kv_dtype, longest, backend, &test_types);
-  if (!test.ok()) return test.status();
-  const int32_t vocab = ref->model->config().vocab_size;
-  const int32_t chunk = ref->model->limits().max_num_tokens;
+  KVSERVE_ASSIGN_OR_RETURN(Engine ref,
+                           MakeEngine(path, false, KvDtype::kF32, longest, backend, &ref_types));
+  KVSERVE_ASSIGN_OR_RETURN(Engine test,
+                           MakeEngine(path, true, *kv_dtype, longest, backend, &test_types));
+  const int32_t vocab = ref.model->config().vocab_size;
+  const int32_t chunk = ref.model->limits().max_num_tokens;
 
   std::vector<int32_t> block_table((longest + kBlockSize - 1) / kBlockSize);
   std::iota(block_table.begin(), block_table.end(), 1);
@@ -298,11 +297,10 @@ absl::Status CompareKvserve(const std::vector<std::vector<int32_t>>& sequences) 
       absl::Status added = builder.AddSequence(absl::MakeConstSpan(sequence).subspan(start, n),
                                                start, block_table, LogitsFor::kAll);
       if (!added.ok()) return added;
-      absl::StatusOr<absl::Span<const float>> logits =
-          ref->model->Forward(builder.View(), *ref->pool);
+      absl::StatusOr<absl::Span<const float>> logits = ref.model->Forward(builder.View(), *ref.pool);
       if (!logits.ok()) return logits.status();
       ref_logits.assign(logits->begin(), logits->end());
-      logits = test->model->Forward(builder.View(), *test->pool);
+      logits = test.model->Forward(builder.View(), *test.pool);
       if (!logits.ok()) return logits.status();
       for (int32_t i = 0; i < n; ++i) {
         const size_t offset = static_cast<size_t>(i) * vocab;

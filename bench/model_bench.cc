@@ -20,10 +20,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
+#include "engine/engine_core.h"
+#include "engine/request_stream.h"
 #include "model/default_model.h"
-#include "worker/engine_core.h"
-#include "worker/request_stream.h"
-#include "worker/runner_factory.h"
+#include "runner/runner_factory.h"
 
 namespace kvserve {
 namespace {
@@ -171,7 +171,13 @@ void BM_Decode(benchmark::State& state) {
   state.counters["weights_GB/s"] = benchmark::Counter(
       static_cast<double>(f.weight_bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_Decode)->Arg(1)->Arg(8)->Arg(32)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Decode)
+    ->Arg(1)
+    ->Arg(8)
+    ->Arg(32)
+    ->Arg(64)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // The next token after a context of range(0) tokens, with the context's K/V in the cache: a
 // decode step of one sequence whose context is already `context` long.

@@ -20,9 +20,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "comm/gloo_communicator.h"
 #include "model/default_model.h"
-#include "worker/runner_factory.h"
+#include "runner/runner_factory.h"
 
 ABSL_FLAG(std::string, model, "", "model spec; default: the cached SmolLM2-135M-Instruct Q4_1");
 ABSL_FLAG(int32_t, tp_size, 1, "ranks in the group");
@@ -63,9 +64,9 @@ absl::Status Run() {
     comm_options.size = size;
     comm_options.leader_address = absl::GetFlag(FLAGS_leader_address);
     comm_options.hostname = "127.0.0.1";
-    absl::StatusOr<std::unique_ptr<Communicator>> joined = CreateGlooCommunicator(comm_options);
-    if (!joined.ok()) return joined.status();
-    comm = *std::move(joined);
+    KVSERVE_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> joined,
+                             CreateGlooCommunicator(comm_options));
+    comm = std::move(joined);
   }
   RunnerFactoryOptions options;
   options.model =
@@ -73,8 +74,7 @@ absl::Status Run() {
   options.num_threads = 1;
   options.enforce_eager = true;
   options.tensor_parallel = {.rank = rank, .size = size, .comm = comm.get()};
-  absl::StatusOr<CreatedRunner> created = CreateLlamaRunner(options);
-  if (!created.ok()) return created.status();
+  KVSERVE_ASSIGN_OR_RETURN(CreatedRunner created, CreateLlamaRunner(options));
   const double loaded_rss = StatusMiB("VmRSS");
 
   const int32_t block_size = absl::GetFlag(FLAGS_block_size);
@@ -86,20 +86,17 @@ absl::Status Run() {
     return absl::InvalidArgumentError(
         absl::StrCat("num_kv_blocks: ", num_blocks, " blocks cannot hold ", context, " tokens"));
   }
-  LlamaModelRunner& runner = *created->runner;
-  if (absl::Status s = runner.Initialize({.block_size = block_size,
-                                          .num_blocks = num_blocks,
-                                          .max_num_batched_tokens = prompt,
-                                          .max_num_seqs = 1,
-                                          .max_context_len = context});
-      !s.ok()) {
-    return s;
-  }
+  LlamaModelRunner& runner = *created.runner;
+  KVSERVE_RETURN_IF_ERROR(runner.Initialize({.block_size = block_size,
+                                             .num_blocks = num_blocks,
+                                             .max_num_batched_tokens = prompt,
+                                             .max_num_seqs = 1,
+                                             .max_context_len = context}));
   // One sequence: blocks 1, 2, ... in order, the prompt's tokens i % vocab.
   ScheduledSequence seq;
   seq.id = 1;
   seq.is_new = true;
-  for (int32_t i = 0; i < prompt; ++i) seq.token_ids.push_back(i * 7 % created->config.vocab_size);
+  for (int32_t i = 0; i < prompt; ++i) seq.token_ids.push_back(i * 7 % created.config.vocab_size);
   for (int32_t b = 1; b <= (prompt + block_size - 1) / block_size; ++b) seq.block_ids.push_back(b);
   seq.num_scheduled_tokens = prompt;
   seq.sample = true;
@@ -110,11 +107,10 @@ absl::Status Run() {
     StepPlan plan;
     plan.step_id = static_cast<uint64_t>(step);
     plan.sequences.push_back(seq);
-    absl::StatusOr<StepResult> result = runner.Execute(plan);
-    if (!result.ok()) return result.status();
-    int32_t next = result->sampled.empty() ? 0 : result->sampled[0].token;
+    KVSERVE_ASSIGN_OR_RETURN(StepResult result, runner.Execute(plan));
+    int32_t next = result.sampled.empty() ? 0 : result.sampled[0].token;
     if (comm != nullptr) {
-      if (absl::Status s = comm->Broadcast(&next, sizeof(next), 0); !s.ok()) return s;
+      KVSERVE_RETURN_IF_ERROR(comm->Broadcast(&next, sizeof(next), 0));
     }
     // The next step's delta: the sampled token, and a block when it starts one.
     seq = ScheduledSequence{};
@@ -130,8 +126,8 @@ absl::Status Run() {
       "rank %d of %d: weights %.1f MiB (%s, %d converted for the shard), KV pool %.1f MiB "
       "(%d blocks of %d), RSS at start %.1f MiB, after load %.1f MiB, after %d prefill + %d "
       "decode tokens %.1f MiB (file-backed %.1f, anonymous %.1f), peak %.1f MiB\n",
-      rank, size, created->weight_bytes / 1048576.0, created->weight_types.c_str(),
-      created->num_converted_for_shard, kv_bytes / 1048576.0, num_blocks, block_size, start_rss,
+      rank, size, created.weight_bytes / 1048576.0, created.weight_types.c_str(),
+      created.num_converted_for_shard, kv_bytes / 1048576.0, num_blocks, block_size, start_rss,
       loaded_rss, prompt, steps, StatusMiB("VmRSS"), StatusMiB("RssFile"), StatusMiB("RssAnon"),
       StatusMiB("VmHWM"));
   if (comm != nullptr) return comm->Barrier();

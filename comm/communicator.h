@@ -3,7 +3,7 @@
 //   - single rank (comm/single_communicator.h): every call is a no-op or a copy, so TP = 1 runs
 //     the same model code with no branch;
 //   - Gloo (comm/gloo_communicator.h: CPU ranks, host buffers, TCP between processes or hosts);
-//   - NCCL (comm/nccl_communicator.h: CUDA ranks, device buffers, on the backend's stream),
+//   - NCCL (comm/nccl/nccl_communicator.h: CUDA ranks, device buffers, on the backend's stream),
 //     built into the CUDA module.
 // Both multi-rank factories take comm/comm_options.h's CommOptions and find the other ranks
 // through the leader's address alone (comm/rendezvous.h).

@@ -25,6 +25,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "comm/collective_args.h"
 #include "comm/rendezvous.h"
 #include "kernels/dtype.h"
@@ -109,14 +110,12 @@ class GlooCommunicator final : public Communicator {
 
 absl::Status GlooCommunicator::AllReduceSum(void* data, int64_t count, kernels::DType dtype) {
   if (!failed_.ok()) return failed_;
-  if (absl::Status valid = comm_internal::CheckAllReduceArgs(count, dtype); !valid.ok()) {
-    return valid;
-  }
+  KVSERVE_RETURN_IF_ERROR(comm_internal::CheckAllReduceArgs(count, dtype));
   if (dtype == kernels::DType::kF32) return AllReduceF32(static_cast<float*>(data), count);
   uint16_t* values = static_cast<uint16_t*>(data);
   widened_.resize(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) widened_[i] = kernels::BFloat16ToFloat(values[i]);
-  if (absl::Status status = AllReduceF32(widened_.data(), count); !status.ok()) return status;
+  KVSERVE_RETURN_IF_ERROR(AllReduceF32(widened_.data(), count));
   for (int64_t i = 0; i < count; ++i) values[i] = kernels::FloatToBFloat16(widened_[i]);
   return absl::OkStatus();
 }
@@ -147,7 +146,7 @@ absl::Status GlooCommunicator::AllGather(const void* in, void* out, size_t bytes
 
 absl::Status GlooCommunicator::Broadcast(void* data, size_t bytes, int root) {
   if (!failed_.ok()) return failed_;
-  if (absl::Status valid = comm_internal::CheckRoot(root, size()); !valid.ok()) return valid;
+  KVSERVE_RETURN_IF_ERROR(comm_internal::CheckRoot(root, size()));
   if (bytes == 0) return absl::OkStatus();
   return Run(absl::StrCat("broadcast of ", bytes, " bytes from rank ", root), [&] {
     gloo::BroadcastOptions options(context_);
@@ -215,20 +214,20 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> ConnectMesh(const CommOptions& op
 
 absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(const CommOptions& options) {
   IgnoreSigpipeUnlessHandled();
-  absl::StatusOr<std::unique_ptr<Rendezvous>> rendezvous = Rendezvous::Join(options, "gloo");
-  if (!rendezvous.ok()) return rendezvous.status();
-  absl::StatusOr<std::shared_ptr<gloo::Context>> context = ConnectMesh(options, rendezvous->get());
+  KVSERVE_ASSIGN_OR_RETURN(std::unique_ptr<Rendezvous> rendezvous,
+                           Rendezvous::Join(options, "gloo"));
+  absl::StatusOr<std::shared_ptr<gloo::Context>> context = ConnectMesh(options, rendezvous.get());
   if (!context.ok()) {
-    (*rendezvous)->Abort(context.status());
+    rendezvous->Abort(context.status());
     return context.status();
   }
   auto communicator = std::make_unique<GlooCommunicator>(std::move(*context), options.timeout);
   // Every rank has read the store once every rank has reached the barrier.
   if (absl::Status ready = communicator->Barrier(); !ready.ok()) {
-    (*rendezvous)->Abort(ready);
+    rendezvous->Abort(ready);
     return ready;
   }
-  (*rendezvous)->Finish();
+  rendezvous->Finish();
   return communicator;
 }
 

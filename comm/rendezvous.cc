@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 
 namespace kvserve {
 namespace {
@@ -24,7 +25,7 @@ std::string Identity() {
 
 absl::StatusOr<std::unique_ptr<Rendezvous>> Rendezvous::Join(const CommOptions& options,
                                                              std::string_view group) {
-  if (absl::Status valid = ValidateCommOptions(options); !valid.ok()) return valid;
+  KVSERVE_RETURN_IF_ERROR(ValidateCommOptions(options));
   std::unique_ptr<Rendezvous> rendezvous(
       new Rendezvous(options, group, absl::Now() + options.connect_timeout));
   std::string address = options.leader_address;
@@ -84,9 +85,8 @@ absl::Status Rendezvous::WaitForAllRanks() {
     if (joined.status().code() != absl::StatusCode::kDeadlineExceeded) return joined.status();
     std::vector<int> missing;
     for (int other = rank; other < size_; ++other) {
-      absl::StatusOr<bool> present = client_->Contains(Key(JoinedKey(other)));
-      if (!present.ok()) return present.status();
-      if (!*present) missing.push_back(other);
+      KVSERVE_ASSIGN_OR_RETURN(bool present, client_->Contains(Key(JoinedKey(other))));
+      if (!present) missing.push_back(other);
     }
     return absl::DeadlineExceededError(absl::StrCat(
         missing.size() == 1 ? "rank " : "ranks ", absl::StrJoin(missing, ", "), " of ", size_,

@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 
 namespace kvserve::net {
 namespace {
@@ -150,10 +151,9 @@ void Socket::Shutdown() const {
 }
 
 absl::StatusOr<Socket> Listen(const HostPort& address, int* bound_port) {
-  absl::StatusOr<AddrInfoList> infos = Resolve(address, /*passive=*/true);
-  if (!infos.ok()) return infos.status();
+  KVSERVE_ASSIGN_OR_RETURN(AddrInfoList infos, Resolve(address, /*passive=*/true));
   std::string last_error = "no address";
-  for (const addrinfo* info = infos->get(); info != nullptr; info = info->ai_next) {
+  for (const addrinfo* info = infos.get(); info != nullptr; info = info->ai_next) {
     Socket socket(::socket(info->ai_family, info->ai_socktype | SOCK_CLOEXEC, info->ai_protocol));
     if (!socket.valid()) continue;
     const int one = 1;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "comm/store_protocol.h"
 
 namespace kvserve {
@@ -18,11 +19,9 @@ constexpr absl::Duration kReplyGrace = absl::Seconds(5);
 
 absl::StatusOr<std::unique_ptr<StoreClient>> StoreClient::Connect(std::string_view address,
                                                                   absl::Time deadline) {
-  absl::StatusOr<net::HostPort> host_port = net::ParseHostPort(address);
-  if (!host_port.ok()) return host_port.status();
-  absl::StatusOr<net::Socket> socket = net::ConnectWithRetry(*host_port, deadline);
-  if (!socket.ok()) return socket.status();
-  return std::unique_ptr<StoreClient>(new StoreClient(std::move(*socket), std::string(address)));
+  KVSERVE_ASSIGN_OR_RETURN(net::HostPort host_port, net::ParseHostPort(address));
+  KVSERVE_ASSIGN_OR_RETURN(net::Socket socket, net::ConnectWithRetry(host_port, deadline));
+  return std::unique_ptr<StoreClient>(new StoreClient(std::move(socket), std::string(address)));
 }
 
 absl::Status StoreClient::Set(std::string_view key, std::string_view value, absl::Time deadline) {
@@ -74,19 +73,17 @@ absl::StatusOr<std::pair<bool, std::string>> StoreClient::Fetch(std::string_view
 }
 
 absl::StatusOr<std::string> StoreClient::Get(std::string_view key, absl::Time deadline) {
-  absl::StatusOr<std::pair<bool, std::string>> fetched = Fetch(key, deadline);
-  if (!fetched.ok()) return fetched.status();
-  if (!fetched->first) {
+  KVSERVE_ASSIGN_OR_RETURN(auto fetched, Fetch(key, deadline));
+  if (!fetched.first) {
     return absl::DeadlineExceededError(absl::StrCat(
         "\"", std::string(key), "\" was not set in the store at ", address_, " in time"));
   }
-  return std::move(fetched->second);
+  return std::move(fetched.second);
 }
 
 absl::StatusOr<bool> StoreClient::Contains(std::string_view key) {
-  absl::StatusOr<std::pair<bool, std::string>> fetched = Fetch(key, absl::Now());
-  if (!fetched.ok()) return fetched.status();
-  return fetched->first;
+  KVSERVE_ASSIGN_OR_RETURN(auto fetched, Fetch(key, absl::Now()));
+  return fetched.first;
 }
 
 }  // namespace kvserve

@@ -1,6 +1,7 @@
 #include "comm/store_protocol.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "comm/socket_io.h"
 
 namespace kvserve::store_protocol {
@@ -35,9 +36,7 @@ absl::Status SendRequest(int fd, const Request& request, absl::Time deadline) {
 
 absl::StatusOr<Request> RecvRequest(int fd, absl::Time deadline) {
   unsigned char header[kRequestHeaderBytes];
-  if (absl::Status status = net::RecvAll(fd, header, sizeof(header), deadline); !status.ok()) {
-    return status;
-  }
+  KVSERVE_RETURN_IF_ERROR(net::RecvAll(fd, header, sizeof(header), deadline));
   Request request;
   const uint64_t op = GetLe(header, 1);
   const uint64_t key_bytes = GetLe(header + 1, 4);
@@ -54,14 +53,8 @@ absl::StatusOr<Request> RecvRequest(int fd, absl::Time deadline) {
   request.op = static_cast<Op>(op);
   request.key.resize(key_bytes);
   request.value.resize(value_bytes);
-  if (absl::Status status = net::RecvAll(fd, request.key.data(), key_bytes, deadline);
-      !status.ok()) {
-    return status;
-  }
-  if (absl::Status status = net::RecvAll(fd, request.value.data(), value_bytes, deadline);
-      !status.ok()) {
-    return status;
-  }
+  KVSERVE_RETURN_IF_ERROR(net::RecvAll(fd, request.key.data(), key_bytes, deadline));
+  KVSERVE_RETURN_IF_ERROR(net::RecvAll(fd, request.value.data(), value_bytes, deadline));
   return request;
 }
 
@@ -76,9 +69,7 @@ absl::Status SendReply(int fd, const Reply& reply, absl::Time deadline) {
 
 absl::StatusOr<Reply> RecvReply(int fd, absl::Time deadline) {
   unsigned char header[kReplyHeaderBytes];
-  if (absl::Status status = net::RecvAll(fd, header, sizeof(header), deadline); !status.ok()) {
-    return status;
-  }
+  KVSERVE_RETURN_IF_ERROR(net::RecvAll(fd, header, sizeof(header), deadline));
   Reply reply;
   if (header[0] > static_cast<uint8_t>(Result::kAborted)) {
     return absl::InvalidArgumentError(absl::StrCat("store reply with unknown result ", header[0]));
@@ -90,10 +81,7 @@ absl::StatusOr<Reply> RecvReply(int fd, absl::Time deadline) {
         absl::StrCat("store reply with a ", value_bytes, "-byte value (too large)"));
   }
   reply.value.resize(value_bytes);
-  if (absl::Status status = net::RecvAll(fd, reply.value.data(), value_bytes, deadline);
-      !status.ok()) {
-    return status;
-  }
+  KVSERVE_RETURN_IF_ERROR(net::RecvAll(fd, reply.value.data(), value_bytes, deadline));
   return reply;
 }
 

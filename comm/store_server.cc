@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "comm/store_protocol.h"
 
 namespace kvserve {
@@ -21,12 +22,10 @@ constexpr absl::Duration kHangUpGrace = absl::Seconds(1);
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(std::string_view address) {
-  absl::StatusOr<net::HostPort> host_port = net::ParseHostPort(address);
-  if (!host_port.ok()) return host_port.status();
+  KVSERVE_ASSIGN_OR_RETURN(net::HostPort host_port, net::ParseHostPort(address));
   int port = 0;
-  absl::StatusOr<net::Socket> listener = net::Listen(*host_port, &port);
-  if (!listener.ok()) return listener.status();
-  std::unique_ptr<StoreServer> server(new StoreServer(std::move(*listener), host_port->host, port));
+  KVSERVE_ASSIGN_OR_RETURN(net::Socket listener, net::Listen(host_port, &port));
+  std::unique_ptr<StoreServer> server(new StoreServer(std::move(listener), host_port.host, port));
   server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
   return server;
 }

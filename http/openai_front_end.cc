@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "http/completion_call.h"
 #include "http/error_mapping.h"
 #include "http/openai_response.h"
@@ -54,10 +55,9 @@ OpenAiFrontEnd::OpenAiFrontEnd(GenerationBackend* backend, OpenAiFrontEndOptions
     : backend_(backend), options_(std::move(options)) {}
 
 absl::StatusOr<OpenAiMappingOptions> OpenAiFrontEnd::MappingOptions(const CallContext& call) {
-  absl::StatusOr<v1::ModelInfo> info = backend_->GetModelInfo(call, "");
-  if (!info.ok()) return info.status();
+  KVSERVE_ASSIGN_OR_RETURN(v1::ModelInfo info, backend_->GetModelInfo(call, ""));
   OpenAiMappingOptions mapping;
-  mapping.served_model = info->name();
+  mapping.served_model = info.name();
   mapping.aliases = options_.model_aliases;
   mapping.default_completion_max_tokens = options_.default_completion_max_tokens;
   return mapping;

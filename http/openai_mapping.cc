@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace kvserve {
 namespace {
@@ -93,7 +94,7 @@ class Fields {
   // An integer that fits int32; range rules beyond that are the validation library's.
   absl::Status Int32(const char* name, std::optional<int32_t>* out) const {
     std::optional<int64_t> wide;
-    if (absl::Status s = Int64(name, &wide); !s.ok()) return s;
+    KVSERVE_RETURN_IF_ERROR(Int64(name, &wide));
     if (!wide.has_value()) return absl::OkStatus();
     if (*wide < std::numeric_limits<int32_t>::min() ||
         *wide > std::numeric_limits<int32_t>::max()) {
@@ -145,10 +146,8 @@ absl::StatusOr<std::vector<v1::GenerateRequest>> Prompts(const Fields& fields) {
   if (prompt->empty()) return Invalid("prompt", "must not be empty");
   const Json& first = (*prompt)[0];
   if (first.is_number_integer()) {  // one prompt as token ids
-    absl::StatusOr<std::vector<int32_t>> ids = TokenIds(*prompt, "prompt");
-    if (!ids.ok()) return ids.status();
-    requests.emplace_back().mutable_prompt_token_ids()->mutable_ids()->Add(ids->begin(),
-                                                                           ids->end());
+    KVSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> ids, TokenIds(*prompt, "prompt"));
+    requests.emplace_back().mutable_prompt_token_ids()->mutable_ids()->Add(ids.begin(), ids.end());
     return requests;
   }
   for (size_t i = 0; i < prompt->size(); ++i) {  // a batch of prompts
@@ -157,10 +156,9 @@ absl::StatusOr<std::vector<v1::GenerateRequest>> Prompts(const Fields& fields) {
     if (item.is_string()) {
       requests.emplace_back().set_prompt(item.get<std::string>());
     } else if (item.is_array()) {
-      absl::StatusOr<std::vector<int32_t>> ids = TokenIds(item, path);
-      if (!ids.ok()) return ids.status();
-      requests.emplace_back().mutable_prompt_token_ids()->mutable_ids()->Add(ids->begin(),
-                                                                             ids->end());
+      KVSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> ids, TokenIds(item, path));
+      requests.emplace_back().mutable_prompt_token_ids()->mutable_ids()->Add(ids.begin(),
+                                                                             ids.end());
     } else {
       return WrongType(path, "a string or a list of token ids", item);
     }
@@ -214,15 +212,15 @@ absl::StatusOr<v1::ChatConversation> Messages(const Json* messages) {
 // Fields kvserve does not implement: refused when set to anything but their neutral value.
 absl::Status Unsupported(const Fields& fields, int32_t n) {
   std::optional<bool> echo;
-  if (absl::Status s = fields.Bool("echo", &echo); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(fields.Bool("echo", &echo));
   if (echo.value_or(false)) return Invalid("echo", "is not supported");
   std::optional<int32_t> best_of;
-  if (absl::Status s = fields.Int32("best_of", &best_of); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(fields.Int32("best_of", &best_of));
   if (best_of.has_value() && *best_of != n && *best_of != 1) {
     return Invalid("best_of", "is not supported (use n)");
   }
   std::optional<std::string> suffix;
-  if (absl::Status s = fields.String("suffix", &suffix); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(fields.String("suffix", &suffix));
   if (suffix.has_value() && !suffix->empty()) return Invalid("suffix", "is not supported");
   if (const Json* bias = fields.Find("logit_bias"); bias != nullptr && !bias->empty()) {
     return Invalid("logit_bias", "is not supported");
@@ -266,31 +264,29 @@ absl::Status Sampling(OpenAiEndpoint endpoint, const Fields& fields,
   std::optional<double> number;
   std::optional<int32_t> integer;
   std::optional<bool> flag;
-#define KVSERVE_TRY(expr) \
-  if (absl::Status s = (expr); !s.ok()) return s
-  KVSERVE_TRY(fields.Number("temperature", &number));
+  KVSERVE_RETURN_IF_ERROR(fields.Number("temperature", &number));
   if (number) sampling->set_temperature(ToFloat(*number));
   number.reset();
-  KVSERVE_TRY(fields.Number("top_p", &number));
+  KVSERVE_RETURN_IF_ERROR(fields.Number("top_p", &number));
   if (number) sampling->set_top_p(ToFloat(*number));
   number.reset();
-  KVSERVE_TRY(fields.Int32("top_k", &integer));
+  KVSERVE_RETURN_IF_ERROR(fields.Int32("top_k", &integer));
   if (integer) sampling->set_top_k(*integer == -1 ? 0 : *integer);  // vLLM: -1 = off
   integer.reset();
-  KVSERVE_TRY(fields.Number("min_p", &number));
+  KVSERVE_RETURN_IF_ERROR(fields.Number("min_p", &number));
   if (number) sampling->set_min_p(ToFloat(*number));
   number.reset();
-  KVSERVE_TRY(fields.Number("presence_penalty", &number));
+  KVSERVE_RETURN_IF_ERROR(fields.Number("presence_penalty", &number));
   if (number) sampling->set_presence_penalty(ToFloat(*number));
   number.reset();
-  KVSERVE_TRY(fields.Number("frequency_penalty", &number));
+  KVSERVE_RETURN_IF_ERROR(fields.Number("frequency_penalty", &number));
   if (number) sampling->set_frequency_penalty(ToFloat(*number));
   number.reset();
-  KVSERVE_TRY(fields.Number("repetition_penalty", &number));
+  KVSERVE_RETURN_IF_ERROR(fields.Number("repetition_penalty", &number));
   if (number) sampling->set_repetition_penalty(ToFloat(*number));
   number.reset();
 
-  KVSERVE_TRY(fields.Int32("n", &integer));
+  KVSERVE_RETURN_IF_ERROR(fields.Int32("n", &integer));
   if (integer) {
     // 0 would mean "default" in the proto; OpenAI refuses it.
     if (*integer < 1) return Invalid("n", absl::StrCat("must be >= 1, got ", *integer));
@@ -301,9 +297,9 @@ absl::Status Sampling(OpenAiEndpoint endpoint, const Fields& fields,
 
   // max_completion_tokens is the newer name of max_tokens in chat.
   const char* length_field = "max_tokens";
-  KVSERVE_TRY(fields.Int32("max_tokens", &integer));
+  KVSERVE_RETURN_IF_ERROR(fields.Int32("max_tokens", &integer));
   if (endpoint == OpenAiEndpoint::kChatCompletions && !integer.has_value()) {
-    KVSERVE_TRY(fields.Int32("max_completion_tokens", &integer));
+    KVSERVE_RETURN_IF_ERROR(fields.Int32("max_completion_tokens", &integer));
     length_field = "max_completion_tokens";
   }
   if (integer) {
@@ -315,38 +311,37 @@ absl::Status Sampling(OpenAiEndpoint endpoint, const Fields& fields,
   }
   integer.reset();
 
-  KVSERVE_TRY(Stop(fields, sampling));
+  KVSERVE_RETURN_IF_ERROR(Stop(fields, sampling));
   if (const Json* ids = fields.Find("stop_token_ids"); ids != nullptr) {
     if (!ids->is_array()) return WrongType("stop_token_ids", "a list of token ids", *ids);
-    absl::StatusOr<std::vector<int32_t>> parsed = TokenIds(*ids, "stop_token_ids");
-    if (!parsed.ok()) return parsed.status();
-    sampling->mutable_stop_token_ids()->Add(parsed->begin(), parsed->end());
+    KVSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> parsed, TokenIds(*ids, "stop_token_ids"));
+    sampling->mutable_stop_token_ids()->Add(parsed.begin(), parsed.end());
   }
 
   std::optional<int64_t> seed;
-  KVSERVE_TRY(fields.Int64("seed", &seed));
+  KVSERVE_RETURN_IF_ERROR(fields.Int64("seed", &seed));
   if (seed) sampling->set_seed(static_cast<uint64_t>(*seed));  // negative: its bit pattern
 
-  KVSERVE_TRY(fields.Bool("ignore_eos", &flag));
+  KVSERVE_RETURN_IF_ERROR(fields.Bool("ignore_eos", &flag));
   sampling->set_ignore_eos(flag.value_or(false));
   flag.reset();
-  KVSERVE_TRY(fields.Bool("include_stop_str_in_output", &flag));
+  KVSERVE_RETURN_IF_ERROR(fields.Bool("include_stop_str_in_output", &flag));
   sampling->set_include_stop_str_in_output(flag.value_or(false));
   flag.reset();
-  KVSERVE_TRY(fields.Bool("skip_special_tokens", &flag));
+  KVSERVE_RETURN_IF_ERROR(fields.Bool("skip_special_tokens", &flag));
   sampling->set_detokenize_special_tokens(!flag.value_or(true));
   flag.reset();
 
   if (endpoint == OpenAiEndpoint::kCompletions) {
-    KVSERVE_TRY(fields.Int32("logprobs", &integer));
+    KVSERVE_RETURN_IF_ERROR(fields.Int32("logprobs", &integer));
     if (integer) {
       sampling->set_logprobs(*integer);
       out->logprobs = true;
       out->top_logprobs = *integer;
     }
   } else {
-    KVSERVE_TRY(fields.Bool("logprobs", &flag));
-    KVSERVE_TRY(fields.Int32("top_logprobs", &integer));
+    KVSERVE_RETURN_IF_ERROR(fields.Bool("logprobs", &flag));
+    KVSERVE_RETURN_IF_ERROR(fields.Int32("top_logprobs", &integer));
     if (integer && !flag.value_or(false)) {
       return Invalid("top_logprobs", "needs logprobs: true");
     }
@@ -356,7 +351,6 @@ absl::Status Sampling(OpenAiEndpoint endpoint, const Fields& fields,
       out->top_logprobs = integer.value_or(0);
     }
   }
-#undef KVSERVE_TRY
   return absl::OkStatus();
 }
 
@@ -371,50 +365,44 @@ std::string ResolveModelName(absl::string_view model, const OpenAiMappingOptions
 
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, absl::string_view body,
                                                  const OpenAiMappingOptions& options) {
-  absl::StatusOr<Json> json = ParseBody(body);
-  if (!json.ok()) return json.status();
-  const Fields fields(*json);
+  KVSERVE_ASSIGN_OR_RETURN(Json json, ParseBody(body));
+  const Fields fields(json);
   OpenAiRequest out;
   out.endpoint = endpoint;
 
   std::optional<std::string> model;
-  if (absl::Status s = fields.String("model", &model); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(fields.String("model", &model));
   out.model = model.value_or("");
 
   std::vector<v1::GenerateRequest> requests;
   if (endpoint == OpenAiEndpoint::kCompletions) {
-    absl::StatusOr<std::vector<v1::GenerateRequest>> prompts = Prompts(fields);
-    if (!prompts.ok()) return prompts.status();
-    requests = *std::move(prompts);
+    KVSERVE_ASSIGN_OR_RETURN(std::vector<v1::GenerateRequest> prompts, Prompts(fields));
+    requests = std::move(prompts);
   } else {
-    absl::StatusOr<v1::ChatConversation> chat = Messages(fields.Find("messages"));
-    if (!chat.ok()) return chat.status();
-    *requests.emplace_back().mutable_chat() = *std::move(chat);
+    KVSERVE_ASSIGN_OR_RETURN(v1::ChatConversation chat, Messages(fields.Find("messages")));
+    *requests.emplace_back().mutable_chat() = std::move(chat);
   }
 
   v1::GenerateRequest common;
   common.set_model(ResolveModelName(out.model, options));
-  if (absl::Status s = Sampling(endpoint, fields, options, common.mutable_sampling(), &out);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = Unsupported(fields, out.n); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(Sampling(endpoint, fields, options, common.mutable_sampling(), &out));
+  KVSERVE_RETURN_IF_ERROR(Unsupported(fields, out.n));
   std::optional<int32_t> priority;
-  if (absl::Status s = fields.Int32("priority", &priority); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(fields.Int32("priority", &priority));
   common.set_priority(priority.value_or(0));
   std::optional<std::string> user;  // accepted for compatibility; kvserve does not use it
-  if (absl::Status s = fields.String("user", &user); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(fields.String("user", &user));
   std::optional<bool> flag;
-  if (absl::Status s = fields.Bool("add_special_tokens", &flag); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(fields.Bool("add_special_tokens", &flag));
   if (flag) common.set_add_special_tokens(*flag);
   flag.reset();
   if (endpoint == OpenAiEndpoint::kChatCompletions) {
-    if (absl::Status s = fields.Bool("add_generation_prompt", &flag); !s.ok()) return s;
+    KVSERVE_RETURN_IF_ERROR(fields.Bool("add_generation_prompt", &flag));
     if (flag) common.set_add_generation_prompt(*flag);
     flag.reset();
   }
   std::optional<bool> stream;
-  if (absl::Status s = fields.Bool("stream", &stream); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(fields.Bool("stream", &stream));
   out.stream = stream.value_or(false);
   if (const Json* stream_options = fields.Find("stream_options"); stream_options != nullptr) {
     if (!stream_options->is_object()) {
@@ -437,47 +425,43 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, absl::
 
 absl::StatusOr<v1::TokenizeRequest> ParseTokenizeRequest(absl::string_view body,
                                                          const OpenAiMappingOptions& options) {
-  absl::StatusOr<Json> json = ParseBody(body);
-  if (!json.ok()) return json.status();
-  const Fields fields(*json);
+  KVSERVE_ASSIGN_OR_RETURN(Json json, ParseBody(body));
+  const Fields fields(json);
   v1::TokenizeRequest request;
   std::optional<std::string> model;
-  if (absl::Status s = fields.String("model", &model); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(fields.String("model", &model));
   request.set_model(ResolveModelName(model.value_or(""), options));
   if (fields.Find("messages") != nullptr) {
-    absl::StatusOr<v1::ChatConversation> chat = Messages(fields.Find("messages"));
-    if (!chat.ok()) return chat.status();
-    *request.mutable_chat() = *std::move(chat);
+    KVSERVE_ASSIGN_OR_RETURN(v1::ChatConversation chat, Messages(fields.Find("messages")));
+    *request.mutable_chat() = std::move(chat);
   } else {
     std::optional<std::string> prompt;
-    if (absl::Status s = fields.String("prompt", &prompt); !s.ok()) return s;
+    KVSERVE_RETURN_IF_ERROR(fields.String("prompt", &prompt));
     if (!prompt.has_value()) return Invalid("prompt", "prompt or messages is required");
     request.set_prompt(*prompt);
   }
   std::optional<bool> flag;
-  if (absl::Status s = fields.Bool("add_special_tokens", &flag); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(fields.Bool("add_special_tokens", &flag));
   if (flag) request.set_add_special_tokens(*flag);
   flag.reset();
-  if (absl::Status s = fields.Bool("add_generation_prompt", &flag); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(fields.Bool("add_generation_prompt", &flag));
   if (flag) request.set_add_generation_prompt(*flag);
   return request;
 }
 
 absl::StatusOr<v1::DetokenizeRequest> ParseDetokenizeRequest(absl::string_view body,
                                                              const OpenAiMappingOptions& options) {
-  absl::StatusOr<Json> json = ParseBody(body);
-  if (!json.ok()) return json.status();
-  const Fields fields(*json);
+  KVSERVE_ASSIGN_OR_RETURN(Json json, ParseBody(body));
+  const Fields fields(json);
   v1::DetokenizeRequest request;
   std::optional<std::string> model;
-  if (absl::Status s = fields.String("model", &model); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(fields.String("model", &model));
   request.set_model(ResolveModelName(model.value_or(""), options));
   const Json* tokens = fields.Find("tokens");
   if (tokens == nullptr) return Invalid("tokens", "is required");
   if (!tokens->is_array()) return WrongType("tokens", "a list of token ids", *tokens);
-  absl::StatusOr<std::vector<int32_t>> ids = TokenIds(*tokens, "tokens");
-  if (!ids.ok()) return ids.status();
-  request.mutable_token_ids()->Add(ids->begin(), ids->end());
+  KVSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> ids, TokenIds(*tokens, "tokens"));
+  request.mutable_token_ids()->Add(ids.begin(), ids.end());
   return request;
 }
 

@@ -28,7 +28,7 @@ std::unique_ptr<Backend> CreateBackend(std::string_view device, int num_threads,
 bool IsCudaDevice(std::string_view device);
 
 // The CUDA module (libkvserve_cuda.so), dlopened once and kept for the life of the process,
-// for its other entry points (comm/nccl_communicator.h's NCCL factory): found through
+// for its other entry points (comm/nccl/nccl_communicator.h's NCCL factory): found through
 // $KVSERVE_CUDA_MODULE, beside the executable, in the build tree, then the loader's path.
 // nullptr with *error naming the cause when it cannot be loaded. Thread-safety: any thread.
 void* OpenCudaModule(std::string* error);

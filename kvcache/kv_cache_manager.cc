@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "kvcache/kv_layout.h"
 
 namespace kvserve {
@@ -34,7 +35,7 @@ absl::Status KvCacheConfig::Validate() const {
 
 absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(
     const KvCacheConfig& config) {
-  if (absl::Status status = config.Validate(); !status.ok()) return status;
+  KVSERVE_RETURN_IF_ERROR(config.Validate());
   return std::unique_ptr<KvCacheManager>(new KvCacheManager(config));
 }
 
@@ -161,16 +162,14 @@ absl::StatusOr<SequenceStart> KvCacheManager::AddSequence(SequenceId id,
 }
 
 absl::Status KvCacheManager::AppendTokens(SequenceId id, absl::Span<const TokenId> tokens) {
-  absl::StatusOr<Sequence*> seq = Find(id);
-  if (!seq.ok()) return seq.status();
-  (*seq)->tokens.insert((*seq)->tokens.end(), tokens.begin(), tokens.end());
+  KVSERVE_ASSIGN_OR_RETURN(Sequence * seq, Find(id));
+  seq->tokens.insert(seq->tokens.end(), tokens.begin(), tokens.end());
   return absl::OkStatus();
 }
 
 absl::Status KvCacheManager::AllocateSlots(SequenceId id, int num_new_tokens) {
-  absl::StatusOr<Sequence*> found = Find(id);
-  if (!found.ok()) return found.status();
-  Sequence& seq = **found;
+  KVSERVE_ASSIGN_OR_RETURN(Sequence * found, Find(id));
+  Sequence& seq = *found;
   const int64_t end = int64_t{seq.num_computed_tokens} + num_new_tokens;
   if (num_new_tokens < 0 || end > static_cast<int64_t>(seq.tokens.size())) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -184,9 +183,8 @@ absl::Status KvCacheManager::AllocateSlots(SequenceId id, int num_new_tokens) {
 }
 
 absl::Status KvCacheManager::CommitComputed(SequenceId id, int num_tokens) {
-  absl::StatusOr<Sequence*> found = Find(id);
-  if (!found.ok()) return found.status();
-  Sequence& seq = **found;
+  KVSERVE_ASSIGN_OR_RETURN(Sequence * found, Find(id));
+  Sequence& seq = *found;
   const int64_t end = int64_t{seq.num_computed_tokens} + num_tokens;
   const int64_t num_slots = static_cast<int64_t>(seq.block_table.size()) * block_size_;
   if (num_tokens < 0 || end > num_slots || end > static_cast<int64_t>(seq.tokens.size())) {
@@ -230,12 +228,11 @@ void KvCacheManager::CacheFullBlocks(Sequence& seq) {
 
 absl::StatusOr<std::optional<BlockCopy>> KvCacheManager::ForkSequence(SequenceId src,
                                                                       SequenceId dst) {
-  absl::StatusOr<Sequence*> found = Find(src);
-  if (!found.ok()) return found.status();
+  KVSERVE_ASSIGN_OR_RETURN(Sequence * found, Find(src));
   if (slot_of_.contains(dst)) {
     return absl::AlreadyExistsError(absl::StrCat("fork target sequence ", dst, " exists"));
   }
-  const Sequence& from = **found;
+  const Sequence& from = *found;
   const int num_full = from.num_computed_tokens / block_size_;
   const bool has_partial = from.num_computed_tokens % block_size_ != 0;
   Sequence& to = NewSequence(dst);
@@ -260,37 +257,32 @@ absl::StatusOr<std::optional<BlockCopy>> KvCacheManager::ForkSequence(SequenceId
 }
 
 absl::Status KvCacheManager::FreeSequence(SequenceId id) {
-  absl::StatusOr<Sequence*> found = Find(id);
-  if (!found.ok()) return found.status();
-  const std::vector<BlockId>& table = (*found)->block_table;
+  KVSERVE_ASSIGN_OR_RETURN(Sequence * found, Find(id));
+  const std::vector<BlockId>& table = found->block_table;
   for (auto it = table.rbegin(); it != table.rend(); ++it) pool_.Release(*it);
   RecycleSequence(id);
   return absl::OkStatus();
 }
 
 absl::StatusOr<absl::Span<const BlockId>> KvCacheManager::GetBlockTable(SequenceId id) const {
-  absl::StatusOr<const Sequence*> seq = Find(id);
-  if (!seq.ok()) return seq.status();
-  return absl::MakeConstSpan((*seq)->block_table);
+  KVSERVE_ASSIGN_OR_RETURN(const Sequence* seq, Find(id));
+  return absl::MakeConstSpan(seq->block_table);
 }
 
 absl::StatusOr<absl::Span<const TokenId>> KvCacheManager::GetTokens(SequenceId id) const {
-  absl::StatusOr<const Sequence*> seq = Find(id);
-  if (!seq.ok()) return seq.status();
-  return absl::MakeConstSpan((*seq)->tokens);
+  KVSERVE_ASSIGN_OR_RETURN(const Sequence* seq, Find(id));
+  return absl::MakeConstSpan(seq->tokens);
 }
 
 absl::StatusOr<int> KvCacheManager::GetNumComputedTokens(SequenceId id) const {
-  absl::StatusOr<const Sequence*> seq = Find(id);
-  if (!seq.ok()) return seq.status();
-  return (*seq)->num_computed_tokens;
+  KVSERVE_ASSIGN_OR_RETURN(const Sequence* seq, Find(id));
+  return seq->num_computed_tokens;
 }
 
 absl::Status KvCacheManager::GetSlotMapping(SequenceId id, int first_position,
                                             absl::Span<int64_t> slots) const {
-  absl::StatusOr<const Sequence*> seq = Find(id);
-  if (!seq.ok()) return seq.status();
-  const std::vector<BlockId>& table = (*seq)->block_table;
+  KVSERVE_ASSIGN_OR_RETURN(const Sequence* seq, Find(id));
+  const std::vector<BlockId>& table = seq->block_table;
   const int64_t end = int64_t{first_position} + static_cast<int64_t>(slots.size());
   if (first_position < 0 || end > static_cast<int64_t>(table.size()) * block_size_) {
     return absl::OutOfRangeError(absl::StrCat("sequence ", id, ": positions [", first_position,
@@ -340,7 +332,7 @@ KvSnapshot KvCacheManager::Snapshot() const {
 }
 
 absl::Status KvCacheManager::CheckInvariants() const {
-  if (absl::Status status = pool_.CheckInvariants(); !status.ok()) return status;
+  KVSERVE_RETURN_IF_ERROR(pool_.CheckInvariants());
   std::vector<int> holders(pool_.num_blocks(), 0);
   for (const auto& [id, slot] : slot_of_) {
     const Sequence& seq = *sequences_[slot];

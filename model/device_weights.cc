@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace kvserve {
 namespace {
@@ -33,18 +34,18 @@ absl::StatusOr<kernels::DType> ParseDType(std::string_view value, bool on_gpu,
   if (value == "float32") return DType::kF32;
   if (value == "bfloat16") return DType::kBF16;
   if (value == "float16") return DType::kF16;
-  return absl::InvalidArgumentError(absl::StrCat(
-      std::string(flag), ": must be auto, float32, bfloat16 or float16, got \"",
-      std::string(value), "\""));
+  return absl::InvalidArgumentError(
+      absl::StrCat(std::string(flag), ": must be auto, float32, bfloat16 or float16, got \"",
+                   std::string(value), "\""));
 }
 
 absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(
     const ModelWeights& weights, std::shared_ptr<kernels::Backend> backend, DType dtype) {
   if (backend == nullptr) return absl::InvalidArgumentError("DeviceWeights: backend must be set");
-  if (absl::Status status = weights.Validate(); !status.ok()) return status;
+  KVSERVE_RETURN_IF_ERROR(weights.Validate());
   if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16) {
-    return absl::InvalidArgumentError(absl::StrCat("weights can be converted to f32, bf16 or f16, not ",
-                                                   kernels::DTypeName(dtype)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "weights can be converted to f32, bf16 or f16, not ", kernels::DTypeName(dtype)));
   }
   const ModelConfig& c = weights.config;
   const TensorShard shard = *weights.shard();  // Validate checked it
@@ -58,16 +59,16 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(
   auto matrix = [&](const std::string& name, const std::vector<float>& v, int64_t rows,
                     int64_t cols, WeightView* view, bool may_pack = true) -> absl::Status {
     auto it = weights.stored.find(name);
-    absl::StatusOr<WeightView> uploaded = out->UploadMatrix(
-        v, rows, cols, it == weights.stored.end() ? nullptr : &it->second, may_pack, weights);
-    if (!uploaded.ok()) return uploaded.status();
-    *view = *uploaded;
+    KVSERVE_ASSIGN_OR_RETURN(
+        WeightView uploaded,
+        out->UploadMatrix(v, rows, cols, it == weights.stored.end() ? nullptr : &it->second,
+                          may_pack, weights));
+    *view = uploaded;
     return absl::OkStatus();
   };
   auto vector = [&](const std::vector<float>& v, const float** ptr) -> absl::Status {
-    absl::StatusOr<const float*> uploaded = out->UploadVector(v);
-    if (!uploaded.ok()) return uploaded.status();
-    *ptr = *uploaded;
+    KVSERVE_ASSIGN_OR_RETURN(const float* uploaded, out->UploadVector(v));
+    *ptr = uploaded;
     return absl::OkStatus();
   };
   absl::Status s = matrix("token_embedding", weights.token_embedding, c.vocab_size, c.hidden_size,
@@ -116,12 +117,12 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(
 absl::StatusOr<const float*> DeviceWeights::UploadVector(const std::vector<float>& values) {
   if (values.empty()) return nullptr;
   const size_t bytes = values.size() * sizeof(float);
-  absl::StatusOr<DeviceBuffer> buffer = DeviceBuffer::Allocate(backend_.get(), bytes, "weights");
-  if (!buffer.ok()) return buffer.status();
-  backend_->CopyToDevice(buffer->data(), values.data(), bytes);
+  KVSERVE_ASSIGN_OR_RETURN(DeviceBuffer buffer,
+                           DeviceBuffer::Allocate(backend_.get(), bytes, "weights"));
+  backend_->CopyToDevice(buffer.data(), values.data(), bytes);
   bytes_ += static_cast<int64_t>(bytes);
-  const float* data = buffer->as<const float>();
-  buffers_.push_back(*std::move(buffer));
+  const float* data = buffer.as<const float>();
+  buffers_.push_back(std::move(buffer));
   return data;
 }
 

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "model/mapped_file.h"
 
 namespace kvserve {
@@ -234,12 +235,12 @@ class GgufFile::Parser {
           "tensor count ", tensor_count, " is more than the ", size_, "-byte file can hold"));
     }
     for (uint64_t i = 0; i < kv_count; ++i) {
-      if (absl::Status s = ReadKeyValue(i); !s.ok()) return s;
+      KVSERVE_RETURN_IF_ERROR(ReadKeyValue(i));
     }
-    if (absl::Status s = ReadAlignment(); !s.ok()) return s;
+    KVSERVE_RETURN_IF_ERROR(ReadAlignment());
     file_->tensors_.reserve(tensor_count);
     for (uint64_t i = 0; i < tensor_count; ++i) {
-      if (absl::Status s = ReadTensorInfo(i); !s.ok()) return s;
+      KVSERVE_RETURN_IF_ERROR(ReadTensorInfo(i));
     }
     return PlaceTensorData();
   }
@@ -274,13 +275,11 @@ class GgufFile::Parser {
 
   absl::Status ReadKeyValue(uint64_t index) {
     std::string_view key;
-    if (absl::Status s = ReadString(absl::StrCat("metadata key #", index), &key); !s.ok()) {
-      return s;
-    }
+    KVSERVE_RETURN_IF_ERROR(ReadString(absl::StrCat("metadata key #", index), &key));
     uint32_t type = 0;
     if (!ReadRaw(&type, 4)) return Truncated(absl::StrCat("type of metadata key '", Sv(key), "'"));
     GgufValue value;
-    if (absl::Status s = ReadValue(key, type, /*depth=*/0, &value); !s.ok()) return s;
+    KVSERVE_RETURN_IF_ERROR(ReadValue(key, type, /*depth=*/0, &value));
     std::string key_string(key);
     if (!file_->values_.emplace(key_string, std::move(value)).second) {
       return absl::InvalidArgumentError(absl::StrCat("duplicate metadata key '", Sv(key), "'"));
@@ -336,20 +335,15 @@ class GgufFile::Parser {
     } else if (value->element_type == GgufValueType::kString) {
       value->strings.resize(length);
       for (uint64_t i = 0; i < length; ++i) {
-        if (absl::Status s = ReadString(absl::StrCat("metadata key '", Sv(key), "'[", i, "]"),
-                                        &value->strings[i]);
-            !s.ok()) {
-          return s;
-        }
+        KVSERVE_RETURN_IF_ERROR(
+            ReadString(absl::StrCat("metadata key '", Sv(key), "'[", i, "]"), &value->strings[i]));
       }
     } else {
       // Inner arrays are written without a type tag of their own: element type, length, data.
       value->array.resize(length);
       for (uint64_t i = 0; i < length; ++i) {
         const auto array_type = static_cast<uint32_t>(GgufValueType::kArray);
-        if (absl::Status s = ReadValue(key, array_type, depth + 1, &value->array[i]); !s.ok()) {
-          return s;
-        }
+        KVSERVE_RETURN_IF_ERROR(ReadValue(key, array_type, depth + 1, &value->array[i]));
       }
     }
     return absl::OkStatus();
@@ -373,9 +367,7 @@ class GgufFile::Parser {
 
   absl::Status ReadTensorInfo(uint64_t index) {
     std::string_view name;
-    if (absl::Status s = ReadString(absl::StrCat("name of tensor #", index), &name); !s.ok()) {
-      return s;
-    }
+    KVSERVE_RETURN_IF_ERROR(ReadString(absl::StrCat("name of tensor #", index), &name));
     GgufTensorInfo info;
     info.name = std::string(name);
     const std::string what = absl::StrCat("tensor '", info.name, "'");
@@ -454,18 +446,17 @@ class GgufFile::Parser {
 absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Parse(std::string_view bytes) {
   std::unique_ptr<GgufFile> file(new GgufFile());
   Parser parser(bytes, file.get());
-  if (absl::Status s = parser.Run(); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(parser.Run());
   return file;
 }
 
 absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
-  absl::StatusOr<std::unique_ptr<MappedFile>> mapping = MappedFile::Open(path);
-  if (!mapping.ok()) return mapping.status();
-  absl::StatusOr<std::unique_ptr<GgufFile>> file = Parse((*mapping)->bytes());
+  KVSERVE_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> mapping, MappedFile::Open(path));
+  absl::StatusOr<std::unique_ptr<GgufFile>> file = Parse(mapping->bytes());
   if (!file.ok()) {
     return absl::Status(file.status().code(), absl::StrCat(path, ": ", file.status().message()));
   }
-  (*file)->mapping_ = *std::move(mapping);
+  (*file)->mapping_ = std::move(mapping);
   return file;
 }
 

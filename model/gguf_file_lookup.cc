@@ -3,6 +3,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "model/gguf_file.h"
 
 namespace kvserve {
@@ -73,55 +74,48 @@ absl::StatusOr<const GgufValue*> GgufFile::Lookup(std::string_view key) const {
 }
 
 absl::StatusOr<std::string> GgufFile::GetString(std::string_view key) const {
-  absl::StatusOr<const GgufValue*> value = Lookup(key);
-  if (!value.ok()) return value.status();
-  if ((*value)->type != GgufValueType::kString) return WrongType(key, **value, "string");
-  return std::string((*value)->string_value);
+  KVSERVE_ASSIGN_OR_RETURN(const GgufValue* value, Lookup(key));
+  if (value->type != GgufValueType::kString) return WrongType(key, *value, "string");
+  return std::string(value->string_value);
 }
 
 absl::StatusOr<int64_t> GgufFile::GetInt(std::string_view key) const {
-  absl::StatusOr<const GgufValue*> value = Lookup(key);
-  if (!value.ok()) return value.status();
-  if (!IsIntegerType((*value)->type)) return WrongType(key, **value, "an integer");
-  return (*value)->int_value;
+  KVSERVE_ASSIGN_OR_RETURN(const GgufValue* value, Lookup(key));
+  if (!IsIntegerType(value->type)) return WrongType(key, *value, "an integer");
+  return value->int_value;
 }
 
 absl::StatusOr<double> GgufFile::GetFloat(std::string_view key) const {
-  absl::StatusOr<const GgufValue*> value = Lookup(key);
-  if (!value.ok()) return value.status();
-  if ((*value)->type != GgufValueType::kFloat32 && (*value)->type != GgufValueType::kFloat64) {
-    return WrongType(key, **value, "float32 or float64");
+  KVSERVE_ASSIGN_OR_RETURN(const GgufValue* value, Lookup(key));
+  if (value->type != GgufValueType::kFloat32 && value->type != GgufValueType::kFloat64) {
+    return WrongType(key, *value, "float32 or float64");
   }
-  return (*value)->float_value;
+  return value->float_value;
 }
 
 absl::StatusOr<bool> GgufFile::GetBool(std::string_view key) const {
-  absl::StatusOr<const GgufValue*> value = Lookup(key);
-  if (!value.ok()) return value.status();
-  if ((*value)->type != GgufValueType::kBool) return WrongType(key, **value, "bool");
-  return (*value)->int_value != 0;
+  KVSERVE_ASSIGN_OR_RETURN(const GgufValue* value, Lookup(key));
+  if (value->type != GgufValueType::kBool) return WrongType(key, *value, "bool");
+  return value->int_value != 0;
 }
 
 absl::StatusOr<int64_t> GgufFile::GetArrayLength(std::string_view key) const {
-  absl::StatusOr<const GgufValue*> value = Lookup(key);
-  if (!value.ok()) return value.status();
-  if ((*value)->type != GgufValueType::kArray) return WrongType(key, **value, "an array");
-  return static_cast<int64_t>((*value)->array_length);
+  KVSERVE_ASSIGN_OR_RETURN(const GgufValue* value, Lookup(key));
+  if (value->type != GgufValueType::kArray) return WrongType(key, *value, "an array");
+  return static_cast<int64_t>(value->array_length);
 }
 
 absl::StatusOr<std::vector<std::string>> GgufFile::GetStringArray(std::string_view key) const {
-  absl::StatusOr<const GgufValue*> value = Lookup(key);
-  if (!value.ok()) return value.status();
-  if ((*value)->type != GgufValueType::kArray || (*value)->element_type != GgufValueType::kString) {
-    return WrongType(key, **value, "array[string]");
+  KVSERVE_ASSIGN_OR_RETURN(const GgufValue* value, Lookup(key));
+  if (value->type != GgufValueType::kArray || value->element_type != GgufValueType::kString) {
+    return WrongType(key, *value, "array[string]");
   }
-  return std::vector<std::string>((*value)->strings.begin(), (*value)->strings.end());
+  return std::vector<std::string>(value->strings.begin(), value->strings.end());
 }
 
 absl::StatusOr<std::vector<int64_t>> GgufFile::GetIntArray(std::string_view key) const {
-  absl::StatusOr<const GgufValue*> value = Lookup(key);
-  if (!value.ok()) return value.status();
-  const GgufValue& array = **value;
+  KVSERVE_ASSIGN_OR_RETURN(const GgufValue* value, Lookup(key));
+  const GgufValue& array = *value;
   if (array.type != GgufValueType::kArray || !IsIntegerType(array.element_type)) {
     return WrongType(key, array, "array of integers");
   }
@@ -131,9 +125,8 @@ absl::StatusOr<std::vector<int64_t>> GgufFile::GetIntArray(std::string_view key)
 }
 
 absl::StatusOr<std::vector<double>> GgufFile::GetFloatArray(std::string_view key) const {
-  absl::StatusOr<const GgufValue*> value = Lookup(key);
-  if (!value.ok()) return value.status();
-  const GgufValue& array = **value;
+  KVSERVE_ASSIGN_OR_RETURN(const GgufValue* value, Lookup(key));
+  const GgufValue& array = *value;
   const bool f32 = array.element_type == GgufValueType::kFloat32;
   if (array.type != GgufValueType::kArray ||
       (!f32 && array.element_type != GgufValueType::kFloat64)) {

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "model/dequantize.h"
 #include "model/weight_slots.h"
 
@@ -18,22 +19,19 @@ namespace {
 // Reads an integer key into an int32 field; NOT_FOUND when absent and required.
 absl::Status ReadInt32(const GgufFile& file, const std::string& key, bool required, int32_t* out) {
   if (!file.Has(key) && !required) return absl::OkStatus();
-  absl::StatusOr<int64_t> value = file.GetInt(key);
-  if (!value.ok()) return value.status();
-  if (*value < std::numeric_limits<int32_t>::min() ||
-      *value > std::numeric_limits<int32_t>::max()) {
+  KVSERVE_ASSIGN_OR_RETURN(int64_t value, file.GetInt(key));
+  if (value < std::numeric_limits<int32_t>::min() || value > std::numeric_limits<int32_t>::max()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("GGUF metadata key '", key, "' = ", *value, " does not fit in int32"));
+        absl::StrCat("GGUF metadata key '", key, "' = ", value, " does not fit in int32"));
   }
-  *out = static_cast<int32_t>(*value);
+  *out = static_cast<int32_t>(value);
   return absl::OkStatus();
 }
 
 absl::Status ReadFloat(const GgufFile& file, const std::string& key, float* out) {
   if (!file.Has(key)) return absl::OkStatus();
-  absl::StatusOr<double> value = file.GetFloat(key);
-  if (!value.ok()) return value.status();
-  *out = static_cast<float>(*value);
+  KVSERVE_ASSIGN_OR_RETURN(double value, file.GetFloat(key));
+  *out = static_cast<float>(value);
   return absl::OkStatus();
 }
 
@@ -116,41 +114,32 @@ class JobList {
 
 absl::StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& file) {
   ModelConfig config;
-  absl::StatusOr<std::string> arch = file.GetString("general.architecture");
-  if (!arch.ok()) return arch.status();
-  if (*arch != "llama" && *arch != "qwen2") {
+  KVSERVE_ASSIGN_OR_RETURN(std::string arch, file.GetString("general.architecture"));
+  if (arch != "llama" && arch != "qwen2") {
     return absl::UnimplementedError(
-        absl::StrCat("GGUF architecture '", *arch, "' is not supported (llama, qwen2)"));
+        absl::StrCat("GGUF architecture '", arch, "' is not supported (llama, qwen2)"));
   }
-  config.architecture = *arch;
-  config.rope_style = *arch == "llama" ? RopeStyle::kInterleaved : RopeStyle::kHalf;
+  config.architecture = arch;
+  config.rope_style = arch == "llama" ? RopeStyle::kInterleaved : RopeStyle::kHalf;
   if (file.Has("general.name")) {
-    absl::StatusOr<std::string> name = file.GetString("general.name");
-    if (!name.ok()) return name.status();
-    config.name = *name;
+    KVSERVE_ASSIGN_OR_RETURN(std::string name, file.GetString("general.name"));
+    config.name = name;
   }
-  const std::string p = *arch + ".";
+  const std::string p = arch + ".";
   for (auto [key, field] : {std::pair{"block_count", &config.num_layers},
                             std::pair{"embedding_length", &config.hidden_size},
                             std::pair{"attention.head_count", &config.num_heads},
                             std::pair{"feed_forward_length", &config.intermediate_size},
                             std::pair{"context_length", &config.max_context}}) {
-    if (absl::Status s = ReadInt32(file, p + key, /*required=*/true, field); !s.ok()) return s;
+    KVSERVE_RETURN_IF_ERROR(ReadInt32(file, p + key, /*required=*/true, field));
   }
   config.num_kv_heads = config.num_heads;
-  if (absl::Status s = ReadInt32(file, p + "attention.head_count_kv", false, &config.num_kv_heads);
-      !s.ok()) {
-    return s;
-  }
+  KVSERVE_RETURN_IF_ERROR(
+      ReadInt32(file, p + "attention.head_count_kv", false, &config.num_kv_heads));
   config.head_dim = config.num_heads > 0 ? config.hidden_size / config.num_heads : 0;
-  if (absl::Status s = ReadInt32(file, p + "attention.key_length", false, &config.head_dim);
-      !s.ok()) {
-    return s;
-  }
+  KVSERVE_RETURN_IF_ERROR(ReadInt32(file, p + "attention.key_length", false, &config.head_dim));
   int32_t rotary_dims = config.head_dim;
-  if (absl::Status s = ReadInt32(file, p + "rope.dimension_count", false, &rotary_dims); !s.ok()) {
-    return s;
-  }
+  KVSERVE_RETURN_IF_ERROR(ReadInt32(file, p + "rope.dimension_count", false, &rotary_dims));
   if (rotary_dims != config.head_dim) {
     return absl::UnimplementedError(absl::StrCat(p, "rope.dimension_count = ", rotary_dims,
                                                  ": partial rotary embeddings (head_dim ",
@@ -158,7 +147,7 @@ absl::StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& file) {
   }
   for (auto [key, field] : {std::pair{"rope.freq_base", &config.rope_theta},
                             std::pair{"attention.layer_norm_rms_epsilon", &config.rms_norm_eps}}) {
-    if (absl::Status s = ReadFloat(file, p + key, field); !s.ok()) return s;
+    KVSERVE_RETURN_IF_ERROR(ReadFloat(file, p + key, field));
   }
   // RoPE scaling: linear is a metadata pair; llama3-style scaling is baked by llama.cpp into a
   // per-frequency tensor that ModelConfig cannot express.
@@ -168,52 +157,43 @@ absl::StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& file) {
         "supported; load the Hugging Face checkpoint instead");
   }
   if (file.Has(p + "rope.scaling.type")) {
-    absl::StatusOr<std::string> type = file.GetString(p + "rope.scaling.type");
-    if (!type.ok()) return type.status();
-    if (*type == "linear") {
+    KVSERVE_ASSIGN_OR_RETURN(std::string type, file.GetString(p + "rope.scaling.type"));
+    if (type == "linear") {
       config.rope_scaling.type = RopeScaling::Type::kLinear;
-      if (absl::Status s = ReadFloat(file, p + "rope.scaling.factor", &config.rope_scaling.factor);
-          !s.ok()) {
-        return s;
-      }
-    } else if (*type != "none") {
+      KVSERVE_RETURN_IF_ERROR(
+          ReadFloat(file, p + "rope.scaling.factor", &config.rope_scaling.factor));
+    } else if (type != "none") {
       return absl::UnimplementedError(
-          absl::StrCat(p, "rope.scaling.type '", *type, "' is not supported (none, linear)"));
+          absl::StrCat(p, "rope.scaling.type '", type, "' is not supported (none, linear)"));
     }
   }
   if (file.Has("tokenizer.ggml.tokens")) {
-    absl::StatusOr<int64_t> n = file.GetArrayLength("tokenizer.ggml.tokens");
-    if (!n.ok()) return n.status();
-    if (*n > std::numeric_limits<int32_t>::max()) {
+    KVSERVE_ASSIGN_OR_RETURN(int64_t n, file.GetArrayLength("tokenizer.ggml.tokens"));
+    if (n > std::numeric_limits<int32_t>::max()) {
       return absl::InvalidArgumentError("tokenizer.ggml.tokens: too many tokens");
     }
-    config.vocab_size = static_cast<int32_t>(*n);
-  } else if (absl::Status s = ReadInt32(file, p + "vocab_size", true, &config.vocab_size);
-             !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = ReadInt32(file, "tokenizer.ggml.bos_token_id", false, &config.bos_token_id);
-      !s.ok()) {
-    return s;
-  }
+    config.vocab_size = static_cast<int32_t>(n);
+  } else
+    KVSERVE_RETURN_IF_ERROR(ReadInt32(file, p + "vocab_size", true, &config.vocab_size));
+  KVSERVE_RETURN_IF_ERROR(
+      ReadInt32(file, "tokenizer.ggml.bos_token_id", false, &config.bos_token_id));
   for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"}) {
     int32_t id = -1;
-    if (absl::Status s = ReadInt32(file, key, false, &id); !s.ok()) return s;
+    KVSERVE_RETURN_IF_ERROR(ReadInt32(file, key, false, &id));
     if (id >= 0 && (config.eos_token_ids.empty() || config.eos_token_ids[0] != id)) {
       config.eos_token_ids.push_back(id);
     }
   }
   config.tie_word_embeddings = file.FindTensor("output.weight") == nullptr;
   config.attention_bias = file.FindTensor("blk.0.attn_q.bias") != nullptr;
-  if (absl::Status s = config.Validate(); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(config.Validate());
   return config;
 }
 
 absl::StatusOr<ModelWeights> WeightsFromGguf(const GgufFile& file, const GgufLoadOptions& options) {
-  absl::StatusOr<ModelConfig> config = ConfigFromGguf(file);
-  if (!config.ok()) return config.status();
+  KVSERVE_ASSIGN_OR_RETURN(ModelConfig config, ConfigFromGguf(file));
   ModelWeights weights;
-  weights.config = *config;
+  weights.config = config;
   weights.tp_rank = options.tp_rank;
   weights.tp_size = options.tp_size;
   if (absl::StatusOr<TensorShard> shard = weights.shard(); !shard.ok()) return shard.status();

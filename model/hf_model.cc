@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "model/dequantize.h"
 #include "model/safetensors_file.h"
 #include "model/weight_slots.h"
@@ -65,17 +66,10 @@ absl::Status ReadRopeScaling(const json& config, RopeScaling* scaling) {
     scaling->type = RopeScaling::Type::kLinear;
   } else if (type == "llama3") {
     scaling->type = RopeScaling::Type::kLlama3;
-    if (absl::Status s = ReadFloat(rope, "low_freq_factor", &scaling->low_freq_factor); !s.ok()) {
-      return s;
-    }
-    if (absl::Status s = ReadFloat(rope, "high_freq_factor", &scaling->high_freq_factor); !s.ok()) {
-      return s;
-    }
-    if (absl::Status s = ReadInt(rope, "original_max_position_embeddings", true,
-                                 &scaling->original_max_position);
-        !s.ok()) {
-      return s;
-    }
+    KVSERVE_RETURN_IF_ERROR(ReadFloat(rope, "low_freq_factor", &scaling->low_freq_factor));
+    KVSERVE_RETURN_IF_ERROR(ReadFloat(rope, "high_freq_factor", &scaling->high_freq_factor));
+    KVSERVE_RETURN_IF_ERROR(
+        ReadInt(rope, "original_max_position_embeddings", true, &scaling->original_max_position));
   } else {
     return absl::UnimplementedError(absl::StrCat("config.json: rope_scaling type '", type,
                                                  "' is not supported (linear, llama3)"));
@@ -111,9 +105,8 @@ absl::StatusOr<std::string> ReadText(const std::filesystem::path& path) {
 absl::StatusOr<std::vector<std::filesystem::path>> WeightFiles(const std::filesystem::path& dir) {
   const std::filesystem::path index = dir / "model.safetensors.index.json";
   if (std::filesystem::exists(index)) {
-    absl::StatusOr<std::string> text = ReadText(index);
-    if (!text.ok()) return text.status();
-    const json parsed = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    KVSERVE_ASSIGN_OR_RETURN(std::string text, ReadText(index));
+    const json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (parsed.is_discarded() || !parsed.is_object() || !parsed.contains("weight_map") ||
         !parsed["weight_map"].is_object()) {
       return absl::InvalidArgumentError(
@@ -187,17 +180,15 @@ absl::StatusOr<ModelConfig> ConfigFromHfJson(std::string_view json_text) {
         std::pair{"intermediate_size", &c.intermediate_size},
         std::pair{"vocab_size", &c.vocab_size},
         std::pair{"max_position_embeddings", &c.max_context}}) {
-    if (absl::Status s = ReadInt(config, field, true, out); !s.ok()) return s;
+    KVSERVE_RETURN_IF_ERROR(ReadInt(config, field, true, out));
   }
   c.num_kv_heads = c.num_heads;
-  if (absl::Status s = ReadInt(config, "num_key_value_heads", false, &c.num_kv_heads); !s.ok()) {
-    return s;
-  }
+  KVSERVE_RETURN_IF_ERROR(ReadInt(config, "num_key_value_heads", false, &c.num_kv_heads));
   c.head_dim = c.num_heads > 0 ? c.hidden_size / c.num_heads : 0;
-  if (absl::Status s = ReadInt(config, "head_dim", false, &c.head_dim); !s.ok()) return s;
-  if (absl::Status s = ReadFloat(config, "rope_theta", &c.rope_theta); !s.ok()) return s;
-  if (absl::Status s = ReadFloat(config, "rms_norm_eps", &c.rms_norm_eps); !s.ok()) return s;
-  if (absl::Status s = ReadRopeScaling(config, &c.rope_scaling); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(ReadInt(config, "head_dim", false, &c.head_dim));
+  KVSERVE_RETURN_IF_ERROR(ReadFloat(config, "rope_theta", &c.rope_theta));
+  KVSERVE_RETURN_IF_ERROR(ReadFloat(config, "rms_norm_eps", &c.rms_norm_eps));
+  KVSERVE_RETURN_IF_ERROR(ReadRopeScaling(config, &c.rope_scaling));
   for (auto [field, out] : {std::pair{"tie_word_embeddings", &c.tie_word_embeddings},
                             std::pair{"attention_bias", &c.attention_bias}}) {
     if (!config.contains(field) || config[field].is_null()) continue;
@@ -205,35 +196,33 @@ absl::StatusOr<ModelConfig> ConfigFromHfJson(std::string_view json_text) {
     *out = config[field].get<bool>();
   }
   std::vector<int32_t> bos;
-  if (absl::Status s = ReadIds(config, "bos_token_id", &bos); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(ReadIds(config, "bos_token_id", &bos));
   if (!bos.empty()) c.bos_token_id = bos[0];
-  if (absl::Status s = ReadIds(config, "eos_token_id", &c.eos_token_ids); !s.ok()) return s;
-  if (absl::Status s = c.Validate(); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(ReadIds(config, "eos_token_id", &c.eos_token_ids));
+  KVSERVE_RETURN_IF_ERROR(c.Validate());
   return c;
 }
 
 absl::StatusOr<ModelWeights> LoadHfModel(const std::string& dir, const HfLoadOptions& options) {
   const std::filesystem::path root(dir);
-  absl::StatusOr<std::string> config_text = ReadText(root / "config.json");
-  if (!config_text.ok()) return config_text.status();
-  absl::StatusOr<ModelConfig> config = ConfigFromHfJson(*config_text);
+  KVSERVE_ASSIGN_OR_RETURN(std::string config_text, ReadText(root / "config.json"));
+  absl::StatusOr<ModelConfig> config = ConfigFromHfJson(config_text);
   if (!config.ok()) {
     return absl::Status(config.status().code(), absl::StrCat(dir, "/", config.status().message()));
   }
-  absl::StatusOr<std::vector<std::filesystem::path>> paths = WeightFiles(root);
-  if (!paths.ok()) return paths.status();
+  KVSERVE_ASSIGN_OR_RETURN(std::vector<std::filesystem::path> paths, WeightFiles(root));
   std::vector<std::unique_ptr<SafetensorsFile>> files;
   absl::flat_hash_map<std::string, const SafetensorsTensor*> tensors;
-  for (const std::filesystem::path& path : *paths) {
-    absl::StatusOr<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Open(path.string());
-    if (!file.ok()) return file.status();
-    for (const SafetensorsTensor& tensor : (*file)->tensors()) {
+  for (const std::filesystem::path& path : paths) {
+    KVSERVE_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
+                             SafetensorsFile::Open(path.string()));
+    for (const SafetensorsTensor& tensor : file->tensors()) {
       if (!tensors.emplace(tensor.name, &tensor).second) {
         return absl::InvalidArgumentError(
             absl::StrCat("tensor '", tensor.name, "' appears in two shards (", path.string(), ")"));
       }
     }
-    files.push_back(*std::move(file));
+    files.push_back(std::move(file));
   }
   ModelWeights weights;
   weights.config = *config;
@@ -260,8 +249,8 @@ absl::StatusOr<ModelWeights> LoadHfModel(const std::string& dir, const HfLoadOpt
                     slot.out,
                     slot.slice.whole() ? std::nullopt : std::optional<TensorSlice>(slot.slice)});
   }
-  if (absl::Status s = DequantizeAll(jobs, options.num_threads); !s.ok()) return s;
-  if (absl::Status s = weights.Validate(); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(DequantizeAll(jobs, options.num_threads));
+  KVSERVE_RETURN_IF_ERROR(weights.Validate());
   return weights;
 }
 

@@ -19,5 +19,5 @@ add_library(kvserve_model_io STATIC
 )
 target_include_directories(kvserve_model_io PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(kvserve_model_io
-  PUBLIC absl::status absl::statusor absl::strings absl::flat_hash_map
+  PUBLIC kvserve_base absl::status absl::statusor absl::strings absl::flat_hash_map
   PRIVATE kvserve_kernels nlohmann_json::nlohmann_json Threads::Threads kvserve_warnings)

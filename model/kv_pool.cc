@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace kvserve {
 
@@ -32,16 +33,15 @@ absl::StatusOr<KvDtype> ParseKvDtype(std::string_view value, kernels::DType weig
     if (weights == kernels::DType::kF16) return KvDtype::kF16;
     return KvDtype::kF32;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      std::string(flag), ": must be auto, float32, bfloat16 or float16, got \"",
-      std::string(value), "\""));
+  return absl::InvalidArgumentError(
+      absl::StrCat(std::string(flag), ": must be auto, float32, bfloat16 or float16, got \"",
+                   std::string(value), "\""));
 }
 
 absl::StatusOr<std::unique_ptr<KvPool>> KvPool::Create(const KvLayout& layout, int32_t num_blocks,
                                                        kernels::Backend* backend) {
-  if (absl::Status status = layout.Validate(); !status.ok()) return status;
-  absl::StatusOr<kernels::DType> dtype = KvKernelDType(layout.dtype);
-  if (!dtype.ok()) return dtype.status();
+  KVSERVE_RETURN_IF_ERROR(layout.Validate());
+  KVSERVE_ASSIGN_OR_RETURN(kernels::DType dtype, KvKernelDType(layout.dtype));
   if (num_blocks < 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("num_blocks: ", num_blocks, ", want >= 2 (block 0 is the null block)"));
@@ -51,8 +51,7 @@ absl::StatusOr<std::unique_ptr<KvPool>> KvPool::Create(const KvLayout& layout, i
       DeviceBuffer::Allocate(backend, static_cast<size_t>(total_bytes),
                              absl::StrCat("the KV pool of ", num_blocks, " blocks"));
   if (!memory.ok()) return memory.status();
-  std::unique_ptr<KvPool> pool(
-      new KvPool(layout, num_blocks, *dtype, backend, *std::move(memory)));
+  std::unique_ptr<KvPool> pool(new KvPool(layout, num_blocks, dtype, backend, *std::move(memory)));
   pool->Clear();
   return pool;
 }

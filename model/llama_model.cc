@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace kvserve {
 namespace {
@@ -69,7 +70,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const DeviceWeigh
             ? ", and no communicator was given"
             : absl::StrCat(", the communicator is rank ", comm->rank(), " of ", comm->size())));
   }
-  if (absl::Status status = ValidateBlockSize(block_size); !status.ok()) return status;
+  KVSERVE_RETURN_IF_ERROR(ValidateBlockSize(block_size));
   if (absl::StatusOr<kernels::DType> dtype = KvKernelDType(kv_dtype); !dtype.ok()) {
     return dtype.status();
   }
@@ -84,7 +85,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const DeviceWeigh
         ", max_logit_rows ", resolved.max_logit_rows, ")"));
   }
   std::unique_ptr<LlamaModel> model(new LlamaModel(weights, resolved, block_size, kv_dtype, comm));
-  if (absl::Status status = model->AllocateRunState(); !status.ok()) return status;
+  KVSERVE_RETURN_IF_ERROR(model->AllocateRunState());
   return model;
 }
 
@@ -128,18 +129,17 @@ absl::Status LlamaModel::AllocateRunState() {
         FloatBuffer{&s.k, T * kv_dim}, FloatBuffer{&s.v, T * kv_dim},
         FloatBuffer{&s.attn, T * q_dim}, FloatBuffer{&s.gate, T * ffn}, FloatBuffer{&s.up, T * ffn},
         FloatBuffer{&s.last, R * c.hidden_size}, FloatBuffer{&s.logits, R * c.vocab_size}}) {
-    absl::StatusOr<void*> data = allocate(b.floats * int64_t{sizeof(float)}, "activations");
-    if (!data.ok()) return data.status();
-    *b.field = static_cast<float*>(*data);
+    KVSERVE_ASSIGN_OR_RETURN(void* data,
+                             allocate(b.floats * int64_t{sizeof(float)}, "activations"));
+    *b.field = static_cast<float*>(data);
   }
-  absl::StatusOr<void*> greedy = allocate(R * int64_t{sizeof(int32_t)}, "activations");
-  if (!greedy.ok()) return greedy.status();
-  s.greedy = static_cast<int32_t*>(*greedy);
+  KVSERVE_ASSIGN_OR_RETURN(void* greedy, allocate(R * int64_t{sizeof(int32_t)}, "activations"));
+  s.greedy = static_cast<int32_t*>(greedy);
 
   const MetadataLayout layout(T, S, R, max_blocks_per_seq_);
-  absl::StatusOr<void*> metadata = allocate(layout.total * int64_t{sizeof(int32_t)}, "metadata");
-  if (!metadata.ok()) return metadata.status();
-  auto* base = static_cast<int32_t*>(*metadata);
+  KVSERVE_ASSIGN_OR_RETURN(void* metadata,
+                           allocate(layout.total * int64_t{sizeof(int32_t)}, "metadata"));
+  auto* base = static_cast<int32_t*>(metadata);
   s.token_ids = base + layout.token_ids;
   s.positions = base + layout.positions;
   s.slot_mapping = base + layout.slot_mapping;
@@ -234,8 +234,8 @@ absl::Status LlamaModel::ValidateBatch(const ForwardBatch& b, const KvPool& kv) 
 }
 
 void LlamaModel::UploadMetadata(const ForwardBatch& b, const StepShape& shape) {
-  const MetadataLayout layout(limits_.max_num_tokens, limits_.max_num_seqs,
-                              limits_.max_logit_rows, max_blocks_per_seq_);
+  const MetadataLayout layout(limits_.max_num_tokens, limits_.max_num_seqs, limits_.max_logit_rows,
+                              max_blocks_per_seq_);
   int32_t* out = staging_.data();
   const int32_t T = b.num_tokens();
   const int32_t S = b.num_seqs();
@@ -432,7 +432,7 @@ kernels::Graph* LlamaModel::DecodeGraphFor(const ForwardBatch& b, const KvPool& 
 }
 
 absl::Status LlamaModel::ForwardOnDevice(const ForwardBatch& b, KvPool& kv) {
-  if (absl::Status status = ValidateBatch(b, kv); !status.ok()) return status;
+  KVSERVE_RETURN_IF_ERROR(ValidateBatch(b, kv));
   last_logit_rows_ = b.num_logit_rows();
   if (b.num_tokens() == 0) return absl::OkStatus();
   StepShape shape;
@@ -448,7 +448,8 @@ absl::Status LlamaModel::ForwardOnDevice(const ForwardBatch& b, KvPool& kv) {
                     .max_context_len = 0,
                     .block_table_stride = 1};
   for (int32_t seq = 0; seq < b.num_seqs(); ++seq) {
-    shape.max_query_len = std::max(shape.max_query_len, b.query_start[seq + 1] - b.query_start[seq]);
+    shape.max_query_len =
+        std::max(shape.max_query_len, b.query_start[seq + 1] - b.query_start[seq]);
     shape.max_context_len = std::max(shape.max_context_len, b.context_lens[seq]);
   }
   // Eager steps pass the block tables cut to the longest sequence of the step, not the
@@ -477,7 +478,7 @@ absl::StatusOr<absl::Span<const float>> LlamaModel::LogitRows(absl::Span<const i
 }
 
 absl::StatusOr<absl::Span<const float>> LlamaModel::Forward(const ForwardBatch& b, KvPool& kv) {
-  if (absl::Status status = ForwardOnDevice(b, kv); !status.ok()) return status;
+  KVSERVE_RETURN_IF_ERROR(ForwardOnDevice(b, kv));
   const size_t count = static_cast<size_t>(last_logit_rows_) * config().vocab_size;
   if (count > 0) backend_->CopyToHost(host_logits_.data(), state_.logits, count * sizeof(float));
   if (!backend_->Synchronize()) return absl::InternalError("the backend reported an error");
@@ -493,8 +494,8 @@ absl::StatusOr<int32_t> LlamaModel::CaptureDecodeGraphs(KvPool& kv,
   for (int32_t size : batch_sizes) {
     if (size <= 0 || size > limits_.max_num_seqs || size > limits_.max_logit_rows ||
         size > limits_.max_num_tokens) {
-      return absl::InvalidArgumentError(absl::StrCat("decode graph batch size ", size,
-                                                     " is outside the model's limits"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("decode graph batch size ", size, " is outside the model's limits"));
     }
     const StepShape shape{.num_tokens = size,
                           .num_seqs = size,
@@ -506,7 +507,8 @@ absl::StatusOr<int32_t> LlamaModel::CaptureDecodeGraphs(KvPool& kv,
     Compute(shape, kv);  // eager once: libraries set up their workspaces outside the capture
     if (!comm_status_.ok()) return comm_status_;
     if (!backend_->Synchronize()) return absl::InternalError("a decode warm-up step failed");
-    std::unique_ptr<kernels::Graph> graph = backend_->Capture([this, shape, &kv] { Compute(shape, kv); });
+    std::unique_ptr<kernels::Graph> graph =
+        backend_->Capture([this, shape, &kv] { Compute(shape, kv); });
     if (graph == nullptr) break;
     graphs_[size] = std::move(graph);
   }

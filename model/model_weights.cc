@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace kvserve {
 namespace {
@@ -15,9 +16,9 @@ absl::Status CheckSize(const std::string& name, const std::vector<float>& tensor
       const int64_t want_bytes = kernels::RowBytes(it->second.dtype, cols) * (want / cols);
       if (cols % kernels::GetDTypeInfo(it->second.dtype).block_elements != 0 ||
           it->second.num_bytes != want_bytes) {
-        return absl::InvalidArgumentError(absl::StrCat(name, ": ", it->second.num_bytes, " bytes of ",
-                                                       kernels::DTypeName(it->second.dtype),
-                                                       ", want ", want_bytes));
+        return absl::InvalidArgumentError(
+            absl::StrCat(name, ": ", it->second.num_bytes, " bytes of ",
+                         kernels::DTypeName(it->second.dtype), ", want ", want_bytes));
       }
       return absl::OkStatus();
     }
@@ -32,22 +33,20 @@ absl::Status CheckSize(const std::string& name, const std::vector<float>& tensor
 }  // namespace
 
 absl::Status ModelWeights::Validate() const {
-  if (absl::Status s = config.Validate(); !s.ok()) return s;
-  absl::StatusOr<TensorShard> local = shard();
-  if (!local.ok()) return local.status();
+  KVSERVE_RETURN_IF_ERROR(config.Validate());
+  KVSERVE_ASSIGN_OR_RETURN(TensorShard local, shard());
   const int64_t hidden = config.hidden_size;
-  const int64_t q_dim = local->q_dim();
-  const int64_t kv_dim = local->kv_dim();
-  const int64_t ffn = local->intermediate_size;
+  const int64_t q_dim = local.q_dim();
+  const int64_t kv_dim = local.kv_dim();
+  const int64_t ffn = local.intermediate_size;
   const int64_t vocab = config.vocab_size;
   if (static_cast<int64_t>(layers.size()) != config.num_layers) {
     return absl::InvalidArgumentError(
         absl::StrCat("layers: ", layers.size(), " layers, want ", config.num_layers));
   }
-  if (absl::Status s = CheckSize("token_embedding", token_embedding, vocab * hidden, *this, hidden); !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CheckSize("final_norm", final_norm, hidden, *this); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(
+      CheckSize("token_embedding", token_embedding, vocab * hidden, *this, hidden));
+  KVSERVE_RETURN_IF_ERROR(CheckSize("final_norm", final_norm, hidden, *this));
   if (absl::Status s =
           CheckSize("lm_head", lm_head, config.tie_word_embeddings ? 0 : vocab * hidden, *this,
                     config.tie_word_embeddings ? 0 : hidden);
@@ -74,7 +73,7 @@ absl::Status ModelWeights::Validate() const {
              std::tuple{"w_up", &l.w_up, ffn * hidden, hidden},
              std::tuple{"w_down", &l.w_down, hidden * ffn, ffn},
          }) {
-      if (absl::Status s = CheckSize(p + name, *tensor, want, *this, cols); !s.ok()) return s;
+      KVSERVE_RETURN_IF_ERROR(CheckSize(p + name, *tensor, want, *this, cols));
     }
   }
   return absl::OkStatus();

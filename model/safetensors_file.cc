@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace kvserve {
@@ -27,13 +28,12 @@ int DtypeBytes(const std::string& dtype) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
-  absl::StatusOr<std::unique_ptr<MappedFile>> mapping = MappedFile::Open(path);
-  if (!mapping.ok()) return mapping.status();
+  KVSERVE_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> mapping, MappedFile::Open(path));
   std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
-  if (absl::Status s = file->ParseBytes((*mapping)->bytes()); !s.ok()) {
+  if (absl::Status s = file->ParseBytes(mapping->bytes()); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
   }
-  file->mapping_ = *std::move(mapping);
+  file->mapping_ = std::move(mapping);
   return file;
 }
 

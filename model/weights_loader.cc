@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "model/gguf_file.h"
 #include "model/gguf_model.h"
 #include "model/hf_model.h"
@@ -54,16 +55,14 @@ absl::StatusOr<ModelWeights> LoadWeights(const std::string& spec, const LoadOpti
   const int32_t tp_rank = options.tensor_parallel.rank;
   const int32_t tp_size = options.tensor_parallel.size;
   if (absl::StartsWith(spec, kSyntheticPrefix)) {
-    absl::StatusOr<SyntheticSpec> parsed = ParseSyntheticSpec(spec);
-    if (!parsed.ok()) return parsed.status();
-    absl::StatusOr<ModelConfig> config = SyntheticConfig(parsed->preset);
-    if (!config.ok()) return config.status();
-    if (parsed->num_layers > 0) config->num_layers = parsed->num_layers;
-    if (absl::StatusOr<TensorShard> shard = MakeTensorShard(*config, tp_rank, tp_size);
+    KVSERVE_ASSIGN_OR_RETURN(SyntheticSpec parsed, ParseSyntheticSpec(spec));
+    KVSERVE_ASSIGN_OR_RETURN(ModelConfig config, SyntheticConfig(parsed.preset));
+    if (parsed.num_layers > 0) config.num_layers = parsed.num_layers;
+    if (absl::StatusOr<TensorShard> shard = MakeTensorShard(config, tp_rank, tp_size);
         !shard.ok()) {
       return shard.status();
     }
-    return MakeSyntheticWeights(*config, parsed->seed, tp_rank, tp_size);
+    return MakeSyntheticWeights(config, parsed.seed, tp_rank, tp_size);
   }
   std::error_code error;
   const std::filesystem::path path(spec);
@@ -74,17 +73,16 @@ absl::StatusOr<ModelWeights> LoadWeights(const std::string& spec, const LoadOpti
     return LoadHfModel(spec, {.tp_rank = tp_rank, .tp_size = tp_size});
   }
   if (path.extension() == ".gguf") {
-    absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(spec);
-    if (!file.ok()) return file.status();
+    KVSERVE_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(spec));
     absl::StatusOr<ModelWeights> weights = WeightsFromGguf(
-        **file,
+        *file,
         {.keep_stored_types = options.keep_stored_types, .tp_rank = tp_rank, .tp_size = tp_size});
     if (!weights.ok()) {
       return absl::Status(weights.status().code(),
                           absl::StrCat(spec, ": ", weights.status().message()));
     }
     if (!weights->stored.empty()) {
-      auto gguf = std::shared_ptr<GgufFile>(*std::move(file));
+      auto gguf = std::shared_ptr<GgufFile>(std::move(file));
       weights->drop_stored_pages = [mapped = gguf.get()](const uint8_t* data, int64_t bytes) {
         mapped->DropPages(data, static_cast<uint64_t>(bytes));  // weights->storage keeps it alive
       };

@@ -4,12 +4,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace kvserve {
 
 absl::StatusOr<std::unique_ptr<ClusterBooks>> ClusterBooks::Create(
     const RouterCoreOptions& options) {
-  if (absl::Status status = options.Validate(); !status.ok()) return status;
+  KVSERVE_RETURN_IF_ERROR(options.Validate());
   return std::unique_ptr<ClusterBooks>(new ClusterBooks(options));
 }
 

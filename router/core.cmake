@@ -12,7 +12,7 @@ add_library(kvserve_router_core STATIC
 )
 target_include_directories(kvserve_router_core PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(kvserve_router_core
-  PUBLIC kvserve_kvcache kvserve_proto kvserve_kv_events_proto absl::any_invocable
+  PUBLIC kvserve_base kvserve_kvcache kvserve_proto kvserve_kv_events_proto absl::any_invocable
          absl::flat_hash_map
          absl::flat_hash_set absl::status absl::statusor absl::span absl::synchronization
          absl::time

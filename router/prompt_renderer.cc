@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace kvserve {
 namespace {
@@ -56,13 +57,14 @@ absl::StatusOr<std::vector<int32_t>> PromptRenderer::Render(
     }
     case Input::kPrompt:
     case Input::kChat: {
-      absl::StatusOr<RenderedPrompt> rendered = RenderText(
-          request.has_prompt() ? &request.prompt() : nullptr,
-          request.has_chat() ? &request.chat() : nullptr,
-          OptionalBool(request.has_add_special_tokens(), request.add_special_tokens()),
-          OptionalBool(request.has_add_generation_prompt(), request.add_generation_prompt()));
-      if (!rendered.ok()) return rendered.status();
-      return std::move(rendered->token_ids);
+      KVSERVE_ASSIGN_OR_RETURN(
+          RenderedPrompt rendered,
+          RenderText(
+              request.has_prompt() ? &request.prompt() : nullptr,
+              request.has_chat() ? &request.chat() : nullptr,
+              OptionalBool(request.has_add_special_tokens(), request.add_special_tokens()),
+              OptionalBool(request.has_add_generation_prompt(), request.add_generation_prompt())));
+      return std::move(rendered.token_ids);
     }
     case Input::INPUT_NOT_SET:
       break;
@@ -73,22 +75,23 @@ absl::StatusOr<std::vector<int32_t>> PromptRenderer::Render(
 
 absl::StatusOr<kvserve::v1::TokenizeResponse> PromptRenderer::Tokenize(
     const kvserve::v1::TokenizeRequest& request) const {
-  absl::StatusOr<RenderedPrompt> rendered = RenderText(
-      request.has_prompt() ? &request.prompt() : nullptr,
-      request.has_chat() ? &request.chat() : nullptr,
-      OptionalBool(request.has_add_special_tokens(), request.add_special_tokens()),
-      OptionalBool(request.has_add_generation_prompt(), request.add_generation_prompt()));
-  if (!rendered.ok()) return rendered.status();
+  KVSERVE_ASSIGN_OR_RETURN(
+      RenderedPrompt rendered,
+      RenderText(
+          request.has_prompt() ? &request.prompt() : nullptr,
+          request.has_chat() ? &request.chat() : nullptr,
+          OptionalBool(request.has_add_special_tokens(), request.add_special_tokens()),
+          OptionalBool(request.has_add_generation_prompt(), request.add_generation_prompt())));
   kvserve::v1::TokenizeResponse response;
-  response.mutable_token_ids()->Add(rendered->token_ids.begin(), rendered->token_ids.end());
+  response.mutable_token_ids()->Add(rendered.token_ids.begin(), rendered.token_ids.end());
   if (request.return_token_bytes()) {
-    for (int32_t id : rendered->token_ids) {
+    for (int32_t id : rendered.token_ids) {
       std::string bytes;
       tokenizer_->AppendTokenBytes(id, /*skip_special=*/false, &bytes);
       response.add_token_bytes(std::move(bytes));
     }
   }
-  response.set_rendered_prompt(std::move(rendered->rendered_chat));
+  response.set_rendered_prompt(std::move(rendered.rendered_chat));
   return response;
 }
 

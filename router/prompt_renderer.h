@@ -17,9 +17,9 @@
 
 #include "absl/status/statusor.h"
 #include "kvserve/v1/generation.pb.h"
-#include "model/chat_template.h"
-#include "model/prompt.h"
-#include "model/tokenizer.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/prompt.h"
+#include "tokenizer/tokenizer.h"
 
 namespace kvserve {
 
@@ -28,7 +28,7 @@ class PromptRenderer {
   // INVALID_ARGUMENT "--model: ..." when the file has no usable tokenizer.
   static absl::StatusOr<std::unique_ptr<PromptRenderer>> Load(const std::string& model_path);
 
-  // The prompt of a GenerateRequest as token ids (RenderPrompt, model/prompt.h).
+  // The prompt of a GenerateRequest as token ids (RenderPrompt, tokenizer/prompt.h).
   // REQUIRES: the request passed ValidateGenerateRequest (api/request_validation.h), which
   // refuses a missing input, bad roles and chat without a template; token ids are returned as
   // given, for ValidatePromptTokens.

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace kvserve {
 namespace {
@@ -45,42 +46,35 @@ uint64_t RouterApi::DrawSeed() {
 
 absl::StatusOr<ProxiedRequest> RouterApi::ResolveGenerate(const v1::GenerateRequest& request,
                                                           const std::string& tenant) {
-  absl::StatusOr<ServingLimits> limits = Limits();
-  if (!limits.ok()) return limits.status();
+  KVSERVE_ASSIGN_OR_RETURN(ServingLimits limits, Limits());
   // The worker's order (worker/serving_context.cc StartGenerate): the request, the rendered
   // prompt, then the KV fit.
-  if (absl::Status s = ValidateGenerateRequest(request, *limits); !s.ok()) return s;
-  absl::StatusOr<std::vector<int32_t>> prompt = renderer_->Render(request);
-  if (!prompt.ok()) return prompt.status();
-  if (absl::Status s = ValidatePromptTokens(*prompt, *limits, "prompt_token_ids.ids"); !s.ok()) {
-    return s;
-  }
-  const int64_t prompt_tokens = static_cast<int64_t>(prompt->size());
+  KVSERVE_RETURN_IF_ERROR(ValidateGenerateRequest(request, limits));
+  KVSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, renderer_->Render(request));
+  KVSERVE_RETURN_IF_ERROR(ValidatePromptTokens(prompt, limits, "prompt_token_ids.ids"));
+  const int64_t prompt_tokens = static_cast<int64_t>(prompt.size());
   const int32_t n = std::max(request.sampling().n(), 1);
-  if (limits->kv_total_blocks > 0) {
-    if (absl::Status s = ValidateKvFit(static_cast<int32_t>(prompt_tokens),
-                                       request.sampling().max_tokens(), n, *limits);
-        !s.ok()) {
-      return s;
-    }
+  if (limits.kv_total_blocks > 0) {
+    KVSERVE_RETURN_IF_ERROR(ValidateKvFit(static_cast<int32_t>(prompt_tokens),
+                                          request.sampling().max_tokens(), n, limits));
   }
   const uint64_t number = next_request_number_.fetch_add(1);
   ProxiedRequest resolved;
   resolved.client_request_id =
       request.request_id().empty() ? absl::StrCat(router_id_, "-", number) : request.request_id();
   resolved.router_request_id = absl::StrCat(router_id_, "-r", number);
-  resolved.prompt_token_ids = *std::move(prompt);
+  resolved.prompt_token_ids = std::move(prompt);
   resolved.priority = request.priority();
   resolved.cache_salt = TokenAuth::CacheSaltFor(tenant);
-  resolved.context_length = limits->context_length;
+  resolved.context_length = limits.context_length;
   resolved.sampling = request.sampling();
   // Fixed before the first dispatch, so a migration reproduces the stream (worker.proto).
   if (!resolved.sampling.has_seed()) resolved.sampling.set_seed(DrawSeed());
   if (resolved.sampling.max_tokens() == 0) {
-    const int64_t to_context = std::max<int64_t>(1, limits->context_length - prompt_tokens);
+    const int64_t to_context = std::max<int64_t>(1, limits.context_length - prompt_tokens);
     resolved.sampling.set_max_tokens(static_cast<int32_t>(
-        limits->default_max_tokens > 0 ? std::min<int64_t>(limits->default_max_tokens, to_context)
-                                       : to_context));
+        limits.default_max_tokens > 0 ? std::min<int64_t>(limits.default_max_tokens, to_context)
+                                      : to_context));
   }
   return resolved;
 }
@@ -100,24 +94,22 @@ bool RouterApi::AnyWorkerServing() const {
 }
 
 absl::StatusOr<v1::TokenizeResponse> RouterApi::Tokenize(const v1::TokenizeRequest& request) const {
-  absl::StatusOr<ServingLimits> limits = Limits();
-  if (!limits.ok()) return limits.status();
-  if (absl::Status s = ValidateTokenizeRequest(request, *limits); !s.ok()) return s;
+  KVSERVE_ASSIGN_OR_RETURN(ServingLimits limits, Limits());
+  KVSERVE_RETURN_IF_ERROR(ValidateTokenizeRequest(request, limits));
   return renderer_->Tokenize(request);
 }
 
 absl::StatusOr<v1::DetokenizeResponse> RouterApi::Detokenize(
     const v1::DetokenizeRequest& request) const {
-  absl::StatusOr<ServingLimits> limits = Limits();
-  if (!limits.ok()) return limits.status();
-  if (absl::Status s = ValidateDetokenizeRequest(request, *limits); !s.ok()) return s;
+  KVSERVE_ASSIGN_OR_RETURN(ServingLimits limits, Limits());
+  KVSERVE_RETURN_IF_ERROR(ValidateDetokenizeRequest(request, limits));
   return renderer_->Detokenize(request);
 }
 
-absl::StatusOr<v1::ModelInfo> RouterApi::GetModelInfo(const v1::GetModelInfoRequest& request) const {
-  absl::StatusOr<ServingLimits> limits = Limits();
-  if (!limits.ok()) return limits.status();
-  if (absl::Status s = ValidateModelName(request.model(), *limits); !s.ok()) return s;
+absl::StatusOr<v1::ModelInfo> RouterApi::GetModelInfo(
+    const v1::GetModelInfoRequest& request) const {
+  KVSERVE_ASSIGN_OR_RETURN(ServingLimits limits, Limits());
+  KVSERVE_RETURN_IF_ERROR(ValidateModelName(request.model(), limits));
   return *registry_->model_info();
 }
 

@@ -5,6 +5,7 @@
 #include <optional>
 #include <utility>
 
+#include "base/status_macros.h"
 #include "router/generate_call.h"
 
 namespace kvserve {
@@ -20,7 +21,7 @@ struct HttpCallState {
   std::optional<absl::Status> end;
   std::function<void()> notifier;
   GenerateCall* call = nullptr;
-  bool call_alive = false;  // until the client side is done (End): holds may be taken
+  bool call_alive = false;   // until the client side is done (End): holds may be taken
   bool reader_gone = false;  // the stream was destroyed: sends fail
 
   // A hold on the call if it is still alive, so it can be reached without the lock.
@@ -171,9 +172,8 @@ absl::StatusOr<std::unique_ptr<GenerationStream>> RouterHttpBackend::Generate(
     const CallContext& call, const v1::GenerateRequest& request) {
   absl::StatusOr<ProxiedRequest> resolved = [&]() -> absl::StatusOr<ProxiedRequest> {
     if (!serving_) return absl::UnavailableError("the router is draining");
-    absl::StatusOr<std::string> tenant = TenantOf(call);
-    if (!tenant.ok()) return tenant.status();
-    return api_->ResolveGenerate(request, *tenant);
+    KVSERVE_ASSIGN_OR_RETURN(std::string tenant, TenantOf(call));
+    return api_->ResolveGenerate(request, tenant);
   }();
   if (!resolved.ok()) {
     api_->RecordRefused(resolved.status());
@@ -196,19 +196,19 @@ absl::StatusOr<std::unique_ptr<GenerationStream>> RouterHttpBackend::Generate(
 
 absl::StatusOr<v1::TokenizeResponse> RouterHttpBackend::Tokenize(
     const CallContext& call, const v1::TokenizeRequest& request) {
-  if (absl::Status s = Authenticate(call); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(Authenticate(call));
   return api_->Tokenize(request);
 }
 
 absl::StatusOr<v1::DetokenizeResponse> RouterHttpBackend::Detokenize(
     const CallContext& call, const v1::DetokenizeRequest& request) {
-  if (absl::Status s = Authenticate(call); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(Authenticate(call));
   return api_->Detokenize(request);
 }
 
 absl::StatusOr<v1::ModelInfo> RouterHttpBackend::GetModelInfo(const CallContext& call,
                                                               absl::string_view model) {
-  if (absl::Status s = Authenticate(call); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(Authenticate(call));
   v1::GetModelInfoRequest request;
   request.set_model(std::string(model));
   return api_->GetModelInfo(request);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "kvcache/kv_layout.h"
 
 namespace kvserve {
@@ -18,11 +19,9 @@ absl::Status CheckWeight(const char* name, double value) {
 }  // namespace
 
 absl::Status RoutingWeights::Validate() const {
-  if (absl::Status s = CheckWeight("prefill_token_cost", prefill_token_cost); !s.ok()) return s;
-  if (absl::Status s = CheckWeight("pool_usage_cost", pool_usage_cost); !s.ok()) return s;
-  if (absl::Status s = CheckWeight("waiting_request_cost", waiting_request_cost); !s.ok()) {
-    return s;
-  }
+  KVSERVE_RETURN_IF_ERROR(CheckWeight("prefill_token_cost", prefill_token_cost));
+  KVSERVE_RETURN_IF_ERROR(CheckWeight("pool_usage_cost", pool_usage_cost));
+  KVSERVE_RETURN_IF_ERROR(CheckWeight("waiting_request_cost", waiting_request_cost));
   return CheckWeight("running_request_cost", running_request_cost);
 }
 
@@ -36,12 +35,12 @@ absl::Status AdmissionOptions::Validate() const {
 
 absl::Status RouterCoreOptions::Validate() const {
   // The same rule the workers' KV cache applies, so that every worker's block size is accepted.
-  if (absl::Status s = ValidateBlockSize(block_size); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(ValidateBlockSize(block_size));
   if (reports_to_cover_reservation < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "reports_to_cover_reservation: must be >= 1, got ", reports_to_cover_reservation));
   }
-  if (absl::Status s = weights.Validate(); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(weights.Validate());
   return admission.Validate();
 }
 

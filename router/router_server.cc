@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace kvserve {
 namespace {
@@ -45,24 +46,21 @@ std::string DefaultRouterId() {
 absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
     const RouterServerOptions& options) {
   std::unique_ptr<RouterServer> server(new RouterServer());
-  absl::StatusOr<RouterTlsMaterial> tls = LoadRouterTls(options);
-  if (!tls.ok()) return tls.status();
+  KVSERVE_ASSIGN_OR_RETURN(RouterTlsMaterial tls, LoadRouterTls(options));
   if (!options.auth_tokens_file.empty()) {
     absl::StatusOr<std::string> contents =
         ReadFlagFile("--auth_tokens_file", options.auth_tokens_file);
     if (!contents.ok()) return contents.status();
-    absl::StatusOr<TokenAuth> auth = TokenAuth::Parse(*contents);
-    if (!auth.ok()) return auth.status();
-    server->auth_ = *std::move(auth);
+    KVSERVE_ASSIGN_OR_RETURN(TokenAuth auth, TokenAuth::Parse(*contents));
+    server->auth_ = std::move(auth);
   }
-  absl::StatusOr<std::unique_ptr<PromptRenderer>> renderer = PromptRenderer::Load(options.model);
-  if (!renderer.ok()) return renderer.status();
-  server->renderer_ = *std::move(renderer);
+  KVSERVE_ASSIGN_OR_RETURN(std::unique_ptr<PromptRenderer> renderer,
+                           PromptRenderer::Load(options.model));
+  server->renderer_ = std::move(renderer);
 
   server->metrics_ = std::make_unique<RouterMetrics>();
-  absl::StatusOr<std::unique_ptr<ClusterBooks>> books = ClusterBooks::Create(options.core);
-  if (!books.ok()) return books.status();
-  server->books_ = *std::move(books);
+  KVSERVE_ASSIGN_OR_RETURN(std::unique_ptr<ClusterBooks> books, ClusterBooks::Create(options.core));
+  server->books_ = std::move(books);
   server->queue_ = std::make_unique<AdmissionQueue>(server->books_.get(), options.core.admission);
 
   const std::string router_id = options.router_id.empty() ? DefaultRouterId() : options.router_id;
@@ -77,7 +75,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
     metrics->SetQueueDepth(queue->num_waiting());
   };
   server->registry_ = std::make_unique<WorkerRegistry>(
-      server->books_.get(), WorkerCredentials(options, *tls), std::move(connection));
+      server->books_.get(), WorkerCredentials(options, tls), std::move(connection));
   if (!options.workers.empty()) {
     server->registry_->SetAddresses(StaticWorkerAddresses(options));
   } else if (absl::Status s = server->registry_->StartDns(options.workers_dns,
@@ -99,7 +97,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, ServerCredentials(options, *tls), &server->grpc_port_);
+  builder.AddListeningPort(options.listen, ServerCredentials(options, tls), &server->grpc_port_);
   builder.RegisterService(server->service_.get());
   builder.RegisterService(server->admin_service_.get());
   server->server_ = builder.BuildAndStart();
@@ -119,17 +117,17 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
   const std::vector<int> ports = server->exposer_->GetListeningPorts();
   server->metrics_port_ = ports.empty() ? 0 : ports.front();
   if (options.http_port >= 0) {
-    if (absl::Status s = server->StartHttp(options); !s.ok()) return s;
+    KVSERVE_RETURN_IF_ERROR(server->StartHttp(options));
   }
   return server;
 }
 
 absl::Status RouterServer::StartHttp(const RouterServerOptions& options) {
   http_backend_ = std::make_unique<RouterHttpBackend>(api_.get(), proxy_.get());
-  absl::StatusOr<std::unique_ptr<OpenAiHttpService>> http = OpenAiHttpService::Start(
-      http_backend_.get(), options.listen, options.http_port, options.http_model_aliases);
-  if (!http.ok()) return http.status();
-  http_ = *std::move(http);
+  KVSERVE_ASSIGN_OR_RETURN(std::unique_ptr<OpenAiHttpService> http,
+                           OpenAiHttpService::Start(http_backend_.get(), options.listen,
+                                                    options.http_port, options.http_model_aliases));
+  http_ = std::move(http);
   exposer_->RegisterCollectable(http_->metrics());
   return absl::OkStatus();
 }

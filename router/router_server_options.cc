@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/status_macros.h"
 
 namespace kvserve {
 namespace {
@@ -55,8 +56,8 @@ std::vector<std::string> StaticWorkerAddresses(const RouterServerOptions& option
 }
 
 absl::Status RouterServerOptions::Validate() const {
-  if (absl::Status s = ValidateAddress("--listen", listen, true); !s.ok()) return s;
-  if (absl::Status s = ValidateAddress("--metrics_listen", metrics_listen, true); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(ValidateAddress("--listen", listen, true));
+  KVSERVE_RETURN_IF_ERROR(ValidateAddress("--metrics_listen", metrics_listen, true));
   if (workers.empty() == workers_dns.empty()) {
     return Invalid("--workers", "give exactly one of --workers and --workers_dns");
   }
@@ -64,18 +65,17 @@ absl::Status RouterServerOptions::Validate() const {
     const std::vector<std::string> addresses = StaticWorkerAddresses(*this);
     if (addresses.empty()) return Invalid("--workers", "no address given");
     for (const std::string& address : addresses) {
-      if (absl::Status s = ValidateAddress("--workers", address, false); !s.ok()) return s;
+      KVSERVE_RETURN_IF_ERROR(ValidateAddress("--workers", address, false));
     }
-  } else if (absl::Status s = ValidateAddress("--workers_dns", workers_dns, false); !s.ok()) {
-    return s;
-  }
+  } else
+    KVSERVE_RETURN_IF_ERROR(ValidateAddress("--workers_dns", workers_dns, false));
   if (!(dns_refresh_s > 0)) {
     return Invalid("--dns_refresh_s", absl::StrCat("must be > 0, got ", dns_refresh_s));
   }
   if (model.empty()) return Invalid("--model", "required (the tokenizer is read from it)");
   if (http_port < -1 || http_port > 65535) {
-    return Invalid("--http_port", absl::StrCat("must be -1 (off) or a port 0..65535, got ",
-                                               http_port));
+    return Invalid("--http_port",
+                   absl::StrCat("must be -1 (off) or a port 0..65535, got ", http_port));
   }
   if (max_migrations < 0) {
     return Invalid("--max_migrations", absl::StrCat("must be >= 0, got ", max_migrations));
@@ -94,7 +94,7 @@ absl::Status RouterServerOptions::Validate() const {
     return Invalid("--stream_progress_timeout_s",
                    absl::StrCat("must be >= 1, got ", stream_progress_timeout_s));
   }
-  if (absl::Status s = CheckPair("--tls_cert", tls_cert, "--tls_key", tls_key); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(CheckPair("--tls_cert", tls_cert, "--tls_key", tls_key));
   if (!tls_ca.empty() && tls_cert.empty()) return Invalid("--tls_ca", "requires --tls_cert");
   if (absl::Status s =
           CheckPair("--worker_tls_cert", worker_tls_cert, "--worker_tls_key", worker_tls_key);
@@ -139,9 +139,8 @@ absl::StatusOr<RouterTlsMaterial> LoadRouterTls(const RouterServerOptions& optio
   };
   for (const auto& file : files) {
     if (file.path.empty()) continue;
-    absl::StatusOr<std::string> contents = ReadFlagFile(file.flag, file.path);
-    if (!contents.ok()) return contents.status();
-    *file.out = *std::move(contents);
+    KVSERVE_ASSIGN_OR_RETURN(std::string contents, ReadFlagFile(file.flag, file.path));
+    *file.out = std::move(contents);
   }
   return tls;
 }

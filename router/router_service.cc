@@ -5,6 +5,7 @@
 #include "api/raw_message.h"
 #include "api/status_conversion.h"
 #include "api/unary_call.h"
+#include "base/status_macros.h"
 
 namespace kvserve {
 namespace {
@@ -36,11 +37,10 @@ grpc::ServerUnaryReactor* RouterService::ServeUnary(
 grpc::ServerWriteReactor<grpc::ByteBuffer>* RouterService::Generate(
     grpc::CallbackServerContext* call, const grpc::ByteBuffer* request) {
   absl::StatusOr<ProxiedRequest> resolved = [&]() -> absl::StatusOr<ProxiedRequest> {
-    absl::StatusOr<std::string> tenant = Authenticate(*call);
-    if (!tenant.ok()) return tenant.status();
+    KVSERVE_ASSIGN_OR_RETURN(std::string tenant, Authenticate(*call));
     v1::GenerateRequest parsed;
-    if (absl::Status s = ParseRequest(*request, &parsed); !s.ok()) return s;
-    return api_->ResolveGenerate(parsed, *tenant);
+    KVSERVE_RETURN_IF_ERROR(ParseRequest(*request, &parsed));
+    return api_->ResolveGenerate(parsed, tenant);
   }();
   if (!resolved.ok()) {
     api_->RecordRefused(resolved.status());

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "api/bearer_token.h"
+#include "base/status_macros.h"
 
 namespace kvserve {
 absl::StatusOr<TokenAuth> TokenAuth::Parse(absl::string_view contents) {
@@ -40,9 +41,8 @@ absl::StatusOr<std::string> TokenAuth::Authenticate(bool present,
                                                     absl::string_view authorization) const {
   if (!enabled_) return std::string();
   if (!present) return absl::UnauthenticatedError("missing 'authorization: Bearer <token>'");
-  absl::StatusOr<absl::string_view> token = ParseBearerToken(authorization);
-  if (!token.ok()) return token.status();
-  auto it = tenant_of_token_.find(*token);
+  KVSERVE_ASSIGN_OR_RETURN(absl::string_view token, ParseBearerToken(authorization));
+  auto it = tenant_of_token_.find(token);
   if (it == tenant_of_token_.end()) return absl::UnauthenticatedError("unknown bearer token");
   return it->second;
 }

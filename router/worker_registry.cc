@@ -10,6 +10,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace kvserve {
 
@@ -96,9 +97,8 @@ void WorkerRegistry::SetAddresses(const std::vector<std::string>& addresses) {
 }
 
 absl::Status WorkerRegistry::StartDns(const std::string& name_port, absl::Duration refresh) {
-  absl::StatusOr<std::vector<std::string>> first = ResolveWorkers(name_port);
-  if (!first.ok()) return first.status();
-  SetAddresses(*first);
+  KVSERVE_ASSIGN_OR_RETURN(std::vector<std::string> first, ResolveWorkers(name_port));
+  SetAddresses(first);
   dns_thread_ = std::thread([this, name_port, refresh] { DnsLoop(name_port, refresh); });
   return absl::OkStatus();
 }

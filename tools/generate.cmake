@@ -1,6 +1,6 @@
 # kvserve-generate: the command-line generator over the paged-KV-cache forward pass.
 add_executable(kvserve-generate ${CMAKE_CURRENT_LIST_DIR}/generate_main.cc)
-target_link_libraries(kvserve-generate PRIVATE kvserve_engine kvserve_model kvserve_tokenizer
+target_link_libraries(kvserve-generate PRIVATE kvserve_runner kvserve_model kvserve_tokenizer
                       absl::flags absl::flags_parse absl::flags_usage absl::flags_config absl::strings
                       kvserve_warnings)
 

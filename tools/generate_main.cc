@@ -25,12 +25,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "api/program_usage.h"
-#include "model/chat_template.h"
+#include "base/status_macros.h"
+#include "engine/engine_core.h"
+#include "engine/offline_generate.h"
 #include "model/default_model.h"
-#include "model/tokenizer.h"
-#include "worker/engine_core.h"
-#include "worker/offline_generate.h"
-#include "worker/runner_factory.h"
+#include "runner/runner_factory.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 ABSL_FLAG(std::string, model, "",
           "GGUF file, Hugging Face directory, or synthetic:<preset>[:layers=N][:seed=S]; "
@@ -53,7 +54,8 @@ ABSL_FLAG(std::string, device, "cpu", "cpu, cuda or cuda:N");
 ABSL_FLAG(std::string, dtype, "auto",
           "weights: auto (CPU: as stored, GGUF blocks included; CUDA: bfloat16), float32, "
           "bfloat16, float16");
-ABSL_FLAG(std::string, kv_cache_dtype, "auto", "KV cache: auto (as kvserve-worker), float32, bfloat16, float16");
+ABSL_FLAG(std::string, kv_cache_dtype, "auto",
+          "KV cache: auto (as kvserve-worker), float32, bfloat16, float16");
 ABSL_FLAG(bool, enforce_eager, false, "no CUDA graphs for decode steps");
 ABSL_FLAG(bool, ignore_eos, false, "do not stop at end-of-sequence tokens");
 
@@ -80,10 +82,9 @@ absl::StatusOr<std::vector<int32_t>> BuildPrompt(const Tokenizer* tokenizer, int
     return absl::InvalidArgumentError("this model has no tokenizer: use --prompt_tokens");
   }
   if (!prompt.empty()) return tokenizer->Encode(prompt, /*add_bos=*/false);
-  auto chat_template = ChatTemplate::FromJinja(tokenizer->chat_template());
-  if (!chat_template.ok()) return chat_template.status();
+  KVSERVE_ASSIGN_OR_RETURN(auto chat_template, ChatTemplate::FromJinja(tokenizer->chat_template()));
   const ChatMessage message{.role = "user", .content = chat};
-  return tokenizer->Encode(chat_template->Render({&message, 1}, true), /*add_bos=*/false);
+  return tokenizer->Encode(chat_template.Render({&message, 1}, true), /*add_bos=*/false);
 }
 
 absl::Status Run() {
@@ -103,18 +104,16 @@ absl::Status Run() {
                          .num_threads = absl::GetFlag(FLAGS_threads),
                          .enforce_eager = absl::GetFlag(FLAGS_enforce_eager)});
   if (!created.ok()) return created.status();
-  auto tokenizer = Tokenizer::FromModelPath(spec);
-  if (!tokenizer.ok()) return tokenizer.status();
+  KVSERVE_ASSIGN_OR_RETURN(auto tokenizer, Tokenizer::FromModelPath(spec));
   const ModelConfig config = created->config;
-  auto prompt = BuildPrompt(tokenizer->get(), config.vocab_size);
-  if (!prompt.ok()) return prompt.status();
+  KVSERVE_ASSIGN_OR_RETURN(auto prompt, BuildPrompt(tokenizer.get(), config.vocab_size));
 
   const int32_t batch = absl::GetFlag(FLAGS_batch);
   const int32_t max_tokens = absl::GetFlag(FLAGS_max_tokens);
   const int32_t block_size = absl::GetFlag(FLAGS_block_size);
   if (batch < 1) return absl::InvalidArgumentError("--batch must be >= 1");
   if (max_tokens < 1) return absl::InvalidArgumentError("--max_tokens must be >= 1");
-  const int32_t context = static_cast<int32_t>(prompt->size()) + max_tokens;
+  const int32_t context = static_cast<int32_t>(prompt.size()) + max_tokens;
   EngineOptions options;
   options.block_size = block_size;
   options.num_kv_blocks = batch * ((context + block_size - 1) / block_size);
@@ -123,33 +122,33 @@ absl::Status Run() {
   options.max_context_len = std::min(context, config.max_context);
   options.max_waiting_requests = batch;
   absl::StatusOr<std::unique_ptr<EngineCore>> core =
-      EngineCore::Create(options, std::move(created->runner), tokenizer->get(), nullptr);
+      EngineCore::Create(options, std::move(created->runner), tokenizer.get(), nullptr);
   if (!core.ok()) return core.status();
 
   std::vector<EngineRequest> requests(batch);
   for (int32_t i = 0; i < batch; ++i) {
     EngineRequest& request = requests[i];
     request.request_id = absl::StrCat("generate-", i);
-    request.prompt_token_ids = *prompt;
+    request.prompt_token_ids = prompt;
     request.sampling.temperature = absl::GetFlag(FLAGS_temperature);
     request.sampling.top_k = absl::GetFlag(FLAGS_top_k);
     request.sampling.top_p = absl::GetFlag(FLAGS_top_p);
     request.sampling.seed = absl::GetFlag(FLAGS_seed) + i;
     request.sampling.max_tokens = max_tokens;
     request.sampling.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
-    if (!request.sampling.ignore_eos && *tokenizer != nullptr) {
+    if (!request.sampling.ignore_eos && tokenizer != nullptr) {
       // ChatML turns end with <|im_end|> whatever the file names as EOS.
-      if (int32_t im_end = (*tokenizer)->PieceToId("<|im_end|>"); im_end >= 0) {
+      if (int32_t im_end = tokenizer->PieceToId("<|im_end|>"); im_end >= 0) {
         request.sampling.stop_token_ids.push_back(im_end);
       }
     }
   }
 
-  if (*tokenizer != nullptr) std::fputs((*tokenizer)->Decode(*prompt).c_str(), stdout);
+  if (tokenizer != nullptr) std::fputs(tokenizer->Decode(prompt).c_str(), stdout);
   auto on_output = [&](size_t index, const EngineOutput& output) {
     if (index != 0) return;
     for (const ChoiceOutput& choice : output.choices) {
-      if (*tokenizer != nullptr) {
+      if (tokenizer != nullptr) {
         std::fputs(choice.text.c_str(), stdout);
       } else {
         for (int32_t token : choice.token_ids) std::printf(" %d", token);
@@ -158,24 +157,24 @@ absl::Status Run() {
     std::fflush(stdout);
   };
   std::vector<OfflineResult> results;
-  absl::StatusOr<OfflineStats> stats = GenerateOffline(**core, requests, &results, on_output);
-  if (!stats.ok()) return stats.status();
+  KVSERVE_ASSIGN_OR_RETURN(OfflineStats stats,
+                           GenerateOffline(**core, requests, &results, on_output));
 
   // The first token of each sequence comes out of its prefill step; decode makes the rest.
-  const int64_t decode_tokens = stats->generated_tokens - batch;
-  std::printf("\n\n[kvserve-generate] model %s, %d layers, %s weights, %s KV, %s, block size %d, "
-              "batch %d\n",
-              config.name.empty() ? spec.c_str() : config.name.c_str(), config.num_layers,
-              created->weight_types.c_str(),
-              std::string(KvDtypeName(created->kv_dtype)).c_str(), created->backend_name.c_str(),
-              block_size, batch);
+  const int64_t decode_tokens = stats.generated_tokens - batch;
+  std::printf(
+      "\n\n[kvserve-generate] model %s, %d layers, %s weights, %s KV, %s, block size %d, "
+      "batch %d\n",
+      config.name.empty() ? spec.c_str() : config.name.c_str(), config.num_layers,
+      created->weight_types.c_str(), std::string(KvDtypeName(created->kv_dtype)).c_str(),
+      created->backend_name.c_str(), block_size, batch);
   std::printf("[kvserve-generate] prompt: %lld tokens in %.3f s = %.1f tokens/s\n",
-              static_cast<long long>(stats->prompt_tokens), stats->prefill_seconds,
-              stats->prefill_seconds > 0 ? stats->prompt_tokens / stats->prefill_seconds : 0.0);
+              static_cast<long long>(stats.prompt_tokens), stats.prefill_seconds,
+              stats.prefill_seconds > 0 ? stats.prompt_tokens / stats.prefill_seconds : 0.0);
   std::printf("[kvserve-generate] decode: %lld tokens in %.3f s = %.1f tokens/s (%lld generated)\n",
-              static_cast<long long>(decode_tokens), stats->decode_seconds,
-              stats->decode_seconds > 0 ? decode_tokens / stats->decode_seconds : 0.0,
-              static_cast<long long>(stats->generated_tokens));
+              static_cast<long long>(decode_tokens), stats.decode_seconds,
+              stats.decode_seconds > 0 ? decode_tokens / stats.decode_seconds : 0.0,
+              static_cast<long long>(stats.generated_tokens));
   return absl::OkStatus();
 }
 

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "api/bearer_token.h"
+#include "base/status_macros.h"
 #include "worker/proto_conversion.h"
 
 namespace kvserve {
@@ -64,9 +65,9 @@ absl::Status WorkerHttpBackend::Authenticate(const CallContext& call) const {
   if (!call.authorization.has_value()) {
     return absl::UnauthenticatedError("missing bearer token (Authorization: Bearer <key>)");
   }
-  absl::StatusOr<absl::string_view> token = ParseBearerToken(*call.authorization);
-  if (!token.ok()) return token.status();
-  if (!ConstantTimeEquals(*token, api_key_)) return absl::UnauthenticatedError("invalid bearer token");
+  KVSERVE_ASSIGN_OR_RETURN(absl::string_view token, ParseBearerToken(*call.authorization));
+  if (!ConstantTimeEquals(token, api_key_))
+    return absl::UnauthenticatedError("invalid bearer token");
   return absl::OkStatus();
 }
 
@@ -74,9 +75,8 @@ bool WorkerHttpBackend::Serving() const { return serving_(); }
 
 absl::StatusOr<std::unique_ptr<GenerationStream>> WorkerHttpBackend::Generate(
     const CallContext& /*call*/, const kvserve::v1::GenerateRequest& request) {
-  absl::StatusOr<StartedRequest> started = context_->StartGenerate(request);
-  if (!started.ok()) return started.status();
-  return std::make_unique<EngineGenerationStream>(context_, *std::move(started));
+  KVSERVE_ASSIGN_OR_RETURN(StartedRequest started, context_->StartGenerate(request));
+  return std::make_unique<EngineGenerationStream>(context_, std::move(started));
 }
 
 absl::StatusOr<kvserve::v1::TokenizeResponse> WorkerHttpBackend::Tokenize(

@@ -10,7 +10,7 @@
 // "kvserve-worker ready" on stdout once serving (port 0 picks a free port). SIGTERM or SIGINT
 // drains (see worker_server.h) and exits 0.
 //
-// --tensor_parallel_size=N runs a worker group (worker/tp_group.h): this process is rank 0, the
+// --tensor_parallel_size=N runs a worker group (tp/tp_group.h): this process is rank 0, the
 // leader, and serves; it starts ranks 1..N-1 as children of the same binary, which serve
 // nothing and run the leader's steps on their shards. When a rank fails, the leader ends its
 // requests with UNAVAILABLE, stops the others and exits 1.
@@ -30,10 +30,10 @@
 #include "api/program_usage.h"
 #include "kernels/backend_factory.h"
 #include "model/default_model.h"
-#include "model/tokenizer.h"
-#include "worker/fault_injecting_runner.h"
-#include "worker/runner_factory.h"
-#include "worker/tp_group.h"
+#include "runner/fault_injecting_runner.h"
+#include "runner/runner_factory.h"
+#include "tokenizer/tokenizer.h"
+#include "tp/tp_group.h"
 #include "worker/worker_options.h"
 #include "worker/worker_server.h"
 
@@ -171,9 +171,8 @@ int Run() {
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromModelPath(options.model);
   if (!tokenizer.ok()) return Fail(tokenizer.status());
   std::cout << "kvserve-worker device=" << created->backend_name
-            << " weights=" << created->weight_types << " ("
-            << created->weight_bytes << " bytes) kv_cache=" << KvDtypeName(created->kv_dtype)
-            << std::endl;
+            << " weights=" << created->weight_types << " (" << created->weight_bytes
+            << " bytes) kv_cache=" << KvDtypeName(created->kv_dtype) << std::endl;
   std::unique_ptr<ModelRunner> model_runner = (*group)->WrapRunner(std::move(created->runner));
   if (const int64_t fail_step = absl::GetFlag(FLAGS_fault_fail_step); fail_step > 0) {
     model_runner = std::make_unique<FaultInjectingRunner>(std::move(model_runner), fail_step);
@@ -182,7 +181,10 @@ int Run() {
   absl::StatusOr<std::unique_ptr<WorkerServer>> server =
       WorkerServer::Start(options, std::move(model_runner), *std::move(tokenizer), created->config);
   if (!server.ok()) return Fail(server.status());
-  (*group)->ReportTo(&(*server)->metrics());
+  WorkerMetrics* metrics = &(*server)->metrics();
+  (*group)->SetStepSink([metrics](absl::Duration broadcast, absl::Duration all_reduce) {
+    metrics->RecordTensorParallelStep(broadcast, all_reduce);
+  });
   std::cout << "kvserve-worker grpc_port=" << (*server)->grpc_port() << "\n"
             << "kvserve-worker metrics_port=" << (*server)->metrics_port() << "\n";
   if ((*server)->http_port() >= 0) {

@@ -24,14 +24,14 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "engine/engine_observer.h"
+#include "engine/engine_stats.h"
 #include "prometheus/collectable.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
-#include "worker/engine_observer.h"
-#include "worker/engine_stats.h"
 
 namespace kvserve {
 

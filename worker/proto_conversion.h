@@ -14,15 +14,15 @@
 #include <vector>
 
 #include "api/request_validation.h"
+#include "engine/engine_output.h"
+#include "engine/engine_stats.h"
+#include "engine/request.h"
+#include "engine/status_subscription.h"
 #include "kvcache/kv_events.h"
 #include "kvserve/v1/output.pb.h"
 #include "kvserve/v1/sampling.pb.h"
 #include "kvserve/v1/worker.pb.h"
 #include "proto/kv_events_conversion.h"
-#include "worker/engine_output.h"
-#include "worker/engine_stats.h"
-#include "worker/request.h"
-#include "worker/status_subscription.h"
 
 namespace kvserve {
 

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "worker/proto_conversion.h"
 
 namespace kvserve {
@@ -185,31 +186,32 @@ absl::StatusOr<StartedRequest> ServingContext::Submit(EngineRequest request,
 
 absl::StatusOr<v1::TokenizeResponse> ServingContext::Tokenize(
     const v1::TokenizeRequest& request) const {
-  if (absl::Status s = ValidateTokenizeRequest(request, limits_); !s.ok()) return s;
-  absl::StatusOr<RenderedPrompt> rendered = RenderText(
-      request.has_prompt() ? &request.prompt() : nullptr,
-      request.has_chat() ? &request.chat() : nullptr,
-      request.has_add_special_tokens() ? std::optional<bool>(request.add_special_tokens())
-                                       : std::nullopt,
-      request.has_add_generation_prompt() ? std::optional<bool>(request.add_generation_prompt())
-                                          : std::nullopt);
-  if (!rendered.ok()) return rendered.status();
+  KVSERVE_RETURN_IF_ERROR(ValidateTokenizeRequest(request, limits_));
+  KVSERVE_ASSIGN_OR_RETURN(RenderedPrompt rendered,
+                           RenderText(request.has_prompt() ? &request.prompt() : nullptr,
+                                      request.has_chat() ? &request.chat() : nullptr,
+                                      request.has_add_special_tokens()
+                                          ? std::optional<bool>(request.add_special_tokens())
+                                          : std::nullopt,
+                                      request.has_add_generation_prompt()
+                                          ? std::optional<bool>(request.add_generation_prompt())
+                                          : std::nullopt));
   v1::TokenizeResponse response;
-  response.mutable_token_ids()->Add(rendered->token_ids.begin(), rendered->token_ids.end());
+  response.mutable_token_ids()->Add(rendered.token_ids.begin(), rendered.token_ids.end());
   if (request.return_token_bytes()) {
-    for (int32_t id : rendered->token_ids) {
+    for (int32_t id : rendered.token_ids) {
       std::string bytes;
       tokenizer_->AppendTokenBytes(id, /*skip_special=*/false, &bytes);
       response.add_token_bytes(std::move(bytes));
     }
   }
-  response.set_rendered_prompt(std::move(rendered->rendered_chat));
+  response.set_rendered_prompt(std::move(rendered.rendered_chat));
   return response;
 }
 
 absl::StatusOr<v1::DetokenizeResponse> ServingContext::Detokenize(
     const v1::DetokenizeRequest& request) const {
-  if (absl::Status s = ValidateDetokenizeRequest(request, limits_); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(ValidateDetokenizeRequest(request, limits_));
   if (tokenizer_ == nullptr) {
     return absl::FailedPreconditionError("the served model has no tokenizer");
   }
@@ -220,7 +222,7 @@ absl::StatusOr<v1::DetokenizeResponse> ServingContext::Detokenize(
 }
 
 absl::StatusOr<v1::ModelInfo> ServingContext::GetModelInfo(absl::string_view model) const {
-  if (absl::Status s = ValidateModelName(model, limits_); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(ValidateModelName(model, limits_));
   return model_info_;
 }
 

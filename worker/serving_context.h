@@ -23,15 +23,15 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "api/request_validation.h"
+#include "engine/engine.h"
+#include "engine/request_stream.h"
 #include "kvserve/v1/generation.pb.h"
 #include "kvserve/v1/worker.pb.h"
-#include "model/chat_template.h"
 #include "model/model_config.h"
-#include "model/prompt.h"
-#include "model/tokenizer.h"
-#include "worker/engine.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/prompt.h"
+#include "tokenizer/tokenizer.h"
 #include "worker/metrics.h"
-#include "worker/request_stream.h"
 
 namespace kvserve {
 
@@ -78,7 +78,7 @@ class ServingContext {
   WorkerMetrics* metrics() { return metrics_; }
 
  private:
-  // Input of a Generate / Tokenize request as token ids, by RenderPrompt (model/prompt.h), the
+  // Input of a Generate / Tokenize request as token ids, by RenderPrompt (tokenizer/prompt.h), the
   // rule the router shares. Chat without a template is refused earlier, by validation.
   absl::StatusOr<RenderedPrompt> RenderText(const std::string* prompt,
                                             const kvserve::v1::ChatConversation* chat,

@@ -21,9 +21,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "engine/status_subscription.h"
 #include "kvserve/v1/worker.pb.h"
 #include "worker/serving_context.h"
-#include "worker/status_subscription.h"
 
 namespace kvserve {
 

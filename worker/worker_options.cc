@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "kvcache/kv_layout.h"
 
 namespace kvserve {
@@ -64,8 +65,8 @@ absl::Status WorkerOptions::Validate() const {
         absl::StrCat("must be >= --max_num_seqs (", max_num_seqs,
                      ") so every running sequence can decode, got ", max_num_batched_tokens));
   }
-  if (absl::Status s = ValidateHostPort("listen", listen); !s.ok()) return s;
-  if (absl::Status s = ValidateHostPort("metrics_listen", metrics_listen); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(ValidateHostPort("listen", listen));
+  KVSERVE_RETURN_IF_ERROR(ValidateHostPort("metrics_listen", metrics_listen));
   if (http_port < -1 || http_port > 65535) {
     return FlagError("http_port",
                      absl::StrCat("must be -1 (off) or in [0, 65535], got ", http_port));
@@ -93,16 +94,13 @@ absl::Status WorkerOptions::Validate() const {
 
 absl::StatusOr<TlsMaterial> LoadTlsFiles(const WorkerOptions& options) {
   TlsMaterial material;
-  absl::StatusOr<std::string> cert = ReadFile("tls_cert", options.tls_cert);
-  if (!cert.ok()) return cert.status();
-  material.cert_chain_pem = *std::move(cert);
-  absl::StatusOr<std::string> key = ReadFile("tls_key", options.tls_key);
-  if (!key.ok()) return key.status();
-  material.private_key_pem = *std::move(key);
+  KVSERVE_ASSIGN_OR_RETURN(std::string cert, ReadFile("tls_cert", options.tls_cert));
+  material.cert_chain_pem = std::move(cert);
+  KVSERVE_ASSIGN_OR_RETURN(std::string key, ReadFile("tls_key", options.tls_key));
+  material.private_key_pem = std::move(key);
   if (!options.tls_ca.empty()) {
-    absl::StatusOr<std::string> ca = ReadFile("tls_ca", options.tls_ca);
-    if (!ca.ok()) return ca.status();
-    material.client_ca_pem = *std::move(ca);
+    KVSERVE_ASSIGN_OR_RETURN(std::string ca, ReadFile("tls_ca", options.tls_ca));
+    material.client_ca_pem = std::move(ca);
   }
   return material;
 }

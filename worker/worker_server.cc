@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace kvserve {
 namespace {
@@ -15,13 +16,12 @@ namespace {
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
     const WorkerOptions& options) {
   if (!options.tls_enabled()) return grpc::InsecureServerCredentials();
-  absl::StatusOr<TlsMaterial> tls = LoadTlsFiles(options);
-  if (!tls.ok()) return tls.status();
+  KVSERVE_ASSIGN_OR_RETURN(TlsMaterial tls, LoadTlsFiles(options));
   grpc::SslServerCredentialsOptions ssl(
-      tls->client_ca_pem.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-                                 : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  ssl.pem_root_certs = tls->client_ca_pem;
-  ssl.pem_key_cert_pairs.push_back({tls->private_key_pem, tls->cert_chain_pem});
+      tls.client_ca_pem.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  ssl.pem_root_certs = tls.client_ca_pem;
+  ssl.pem_key_cert_pairs.push_back({tls.private_key_pem, tls.cert_chain_pem});
   return grpc::SslServerCredentials(ssl);
 }
 
@@ -58,8 +58,8 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
     const WorkerOptions& options, std::unique_ptr<ModelRunner> runner,
     std::unique_ptr<Tokenizer> tokenizer, const ModelConfig& config) {
   std::unique_ptr<WorkerServer> server(new WorkerServer());
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = ServerCredentials(options);
-  if (!credentials.ok()) return credentials.status();
+  KVSERVE_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                           ServerCredentials(options));
 
   server->tokenizer_ = std::move(tokenizer);
   server->metrics_ = std::make_shared<WorkerMetrics>();
@@ -70,13 +70,13 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   server->engine_ = *std::move(engine);
   server->engine_->SetFailureListener(
       [raw = server.get()](const absl::Status& /*failure*/) { raw->OnEngineFailed(); });
-  if (absl::Status s = server->engine_->Start(); !s.ok()) return s;
+  KVSERVE_RETURN_IF_ERROR(server->engine_->Start());
   server->metrics_->SetStatsSource([engine = server->engine_.get()] { return engine->Stats(); });
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, *credentials, &server->grpc_port_);
+  builder.AddListeningPort(options.listen, credentials, &server->grpc_port_);
   // Routers ping every second to detect a frozen worker (router/worker_connection.h); allow it.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 500);
@@ -114,7 +114,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   const std::vector<int> ports = server->exposer_->GetListeningPorts();
   server->metrics_port_ = ports.empty() ? 0 : ports.front();
   if (options.http_port >= 0) {
-    if (absl::Status s = server->StartHttp(options); !s.ok()) return s;
+    KVSERVE_RETURN_IF_ERROR(server->StartHttp(options));
   }
   return server;
 }
@@ -122,10 +122,10 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
 absl::Status WorkerServer::StartHttp(const WorkerOptions& options) {
   http_backend_ = std::make_unique<WorkerHttpBackend>(
       context_.get(), [this] { return serving(); }, options.http_api_key);
-  absl::StatusOr<std::unique_ptr<OpenAiHttpService>> http = OpenAiHttpService::Start(
-      http_backend_.get(), options.listen, options.http_port, options.http_model_aliases);
-  if (!http.ok()) return http.status();
-  http_ = *std::move(http);
+  KVSERVE_ASSIGN_OR_RETURN(std::unique_ptr<OpenAiHttpService> http,
+                           OpenAiHttpService::Start(http_backend_.get(), options.listen,
+                                                    options.http_port, options.http_model_aliases));
+  http_ = std::move(http);
   exposer_->RegisterCollectable(http_->metrics());
   return absl::OkStatus();
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "kernels/dtype.h"
 
 namespace kvserve::testing {
@@ -99,14 +100,14 @@ absl::Status RunCollectiveChecks(Communicator& communicator) {
   // 576 is the default model's hidden size; 300001 spans several of Gloo's segments.
   for (int64_t count :
        {int64_t{0}, int64_t{1}, int64_t{576}, int64_t{576 * 7 + 3}, int64_t{300001}}) {
-    if (absl::Status status = CheckF32Sum(communicator, count); !status.ok()) return status;
+    KVSERVE_RETURN_IF_ERROR(CheckF32Sum(communicator, count));
   }
   for (int64_t count : {int64_t{5}, int64_t{576 * 3}}) {
-    if (absl::Status status = CheckBf16Sum(communicator, count); !status.ok()) return status;
+    KVSERVE_RETURN_IF_ERROR(CheckBf16Sum(communicator, count));
   }
   for (size_t bytes : {size_t{1}, size_t{37}, size_t{4096}}) {
-    if (absl::Status status = CheckAllGather(communicator, bytes); !status.ok()) return status;
-    if (absl::Status status = CheckBroadcast(communicator, bytes); !status.ok()) return status;
+    KVSERVE_RETURN_IF_ERROR(CheckAllGather(communicator, bytes));
+    KVSERVE_RETURN_IF_ERROR(CheckBroadcast(communicator, bytes));
   }
   return communicator.Barrier();
 }

@@ -3,7 +3,7 @@
 // makes them; bad arguments refused without breaking the group; one line of figures (the
 // all-reduce time at the default model's hidden size). Skips (GTEST_SKIP) where no CUDA device
 // is present; ctest label gpu; scripts/gpu_check.sh runs it.
-#include "comm/nccl_communicator.h"
+#include "comm/nccl/nccl_communicator.h"
 
 #include <gtest/gtest.h>
 

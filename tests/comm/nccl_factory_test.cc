@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "comm/nccl_communicator.h"
+#include "comm/nccl/nccl_communicator.h"
 #include "kernels/cpu/cpu_backend.h"
 
 namespace kvserve {

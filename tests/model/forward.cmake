@@ -6,7 +6,7 @@ kvserve_add_test(NAME cache_fidelity_test
                  SOURCES ${CMAKE_CURRENT_LIST_DIR}/cache_fidelity_test.cc
                  LIBS kvserve_model LABELS unit)
 kvserve_add_test(NAME reference_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/reference_test.cc
-                 LIBS kvserve_model kvserve_engine nlohmann_json::nlohmann_json LABELS unit)
+                 LIBS kvserve_model kvserve_runner nlohmann_json::nlohmann_json LABELS unit)
 # A tensor-parallel group (ranks as threads, Gloo over loopback) against the unsharded model.
 kvserve_add_test(NAME tensor_parallel_forward_test
                  SOURCES ${CMAKE_CURRENT_LIST_DIR}/tensor_parallel_forward_test.cc

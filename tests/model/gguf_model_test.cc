@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/status_macros.h"
 #include "model/default_model.h"
 #include "model/dequantize.h"
 #include "nlohmann/json.hpp"
@@ -27,9 +28,8 @@ bool Contains(const absl::Status& status, std::string_view text) {
 }
 
 absl::StatusOr<ModelWeights> Load(const std::string& bytes, const GgufLoadOptions& options = {}) {
-  absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Parse(bytes);
-  if (!file.ok()) return file.status();
-  return WeightsFromGguf(**file, options);
+  KVSERVE_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Parse(bytes));
+  return WeightsFromGguf(*file, options);
 }
 
 TEST(GgufModelTest, ReadsLlamaConfigFromMetadata) {

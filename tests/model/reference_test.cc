@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/engine_core.h"
+#include "engine/offline_generate.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/quant_linear.h"
@@ -28,10 +30,8 @@
 #include "model/llama_model.h"
 #include "model/weights_loader.h"
 #include "nlohmann/json.hpp"
+#include "runner/llama_model_runner.h"
 #include "tests/model/llama_model_test_util.h"
-#include "worker/engine_core.h"
-#include "worker/llama_model_runner.h"
-#include "worker/offline_generate.h"
 
 namespace kvserve {
 namespace {

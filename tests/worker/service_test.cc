@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 #include "kvserve/v1/generation.grpc.pb.h"
 #include "kvserve/v1/worker.grpc.pb.h"
-#include "worker/fake_model_runner.h"
+#include "runner/fake_model_runner.h"
 #include "worker/worker_server.h"
 
 namespace kvserve {

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kvserve/v1/generation.grpc.pb.h"
-#include "worker/fake_model_runner.h"
+#include "runner/fake_model_runner.h"
 #include "worker/worker_server.h"
 
 namespace kvserve {

@@ -1,0 +1,111 @@
+// EngineCore: the single-threaded heart of the engine: the KV cache manager, the scheduler, the
+// model runner and the per-choice output processing, advanced one Step() at a time. Engine
+// (engine.h) wraps it in the engine thread and the cross-thread inbox; tests drive it directly,
+// step by step, and inspect each plan.
+//
+// One Step(): Scheduler::Schedule -> ModelRunner::Execute -> Scheduler::Update -> for each
+// sampled token its ChoiceState (text, stop rules) -> finished choices free their blocks ->
+// each request's new output is pushed to its stream; finished requests get usage and close.
+//
+// Thread-safety: not thread-safe; one thread owns it. Exception: ValidateRequest and MakeRequest
+// read only what Create fixed, so any thread may call them while the owner steps.
+#ifndef KVSERVE_ENGINE_ENGINE_CORE_H_
+#define KVSERVE_ENGINE_ENGINE_CORE_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/engine_observer.h"
+#include "engine/engine_options.h"
+#include "engine/engine_stats.h"
+#include "engine/model_runner.h"
+#include "engine/request.h"
+#include "engine/request_stream.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "engine/step_plan.h"
+#include "kvcache/kv_cache_manager.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvserve {
+
+class EngineCore {
+ public:
+  // Validates options, sizes the pool (num_kv_blocks, else kv_memory_bytes / KvBytesPerBlock,
+  // else from the runner's ProfileKvBytes),
+  // initialises the runner and creates the manager. `tokenizer`, `observer` may be null.
+  static absl::StatusOr<std::unique_ptr<EngineCore>> Create(const EngineOptions& options,
+                                                            std::unique_ptr<ModelRunner> runner,
+                                                            const Tokenizer* tokenizer,
+                                                            EngineObserver* observer);
+
+  // Everything Submit checks but the queue bound and draining (engine.h lists the codes).
+  absl::Status ValidateRequest(const EngineRequest& request) const;
+
+  // Builds the request's state (choices, stop rules); REQUIRES: ValidateRequest was OK.
+  std::unique_ptr<RequestState> MakeRequest(EngineRequest request,
+                                            std::shared_ptr<RequestStream> stream,
+                                            absl::Time submit_time) const;
+
+  // Takes a request into the scheduler. ALREADY_EXISTS when one with the same id is live.
+  absl::Status AddRequest(std::unique_ptr<RequestState> request);
+
+  // Ends a live request: frees its blocks, closes its stream with `status` (no usage).
+  // NOT_FOUND when no live request has the id.
+  absl::Status AbortRequest(std::string_view request_id, const absl::Status& status);
+  // AbortRequest for every live request.
+  void AbortAll(const absl::Status& status);
+
+  // Runs one step (nothing when there is no work). A runner error is returned as is; the
+  // caller should then AbortAll.
+  absl::Status Step();
+
+  bool has_work() const { return scheduler_->has_work(); }
+  int32_t num_live_requests() const { return static_cast<int32_t>(requests_.size()); }
+  bool IsLive(const std::string& request_id) const { return requests_.contains(request_id); }
+
+  EngineStats Stats() const;
+  // The plan of the last Step (for tests and debugging).
+  const StepPlan& last_plan() const { return last_plan_; }
+
+  KvCacheManager& manager() { return *manager_; }
+  const KvCacheManager& manager() const { return *manager_; }
+  int32_t num_kv_blocks() const { return num_kv_blocks_; }
+  int32_t max_context_len() const { return max_context_len_; }
+  int32_t vocab_size() const { return vocab_size_; }
+  const std::vector<int32_t>& eos_token_ids() const { return eos_token_ids_; }
+  const EngineOptions& options() const { return options_; }
+
+ private:
+  EngineCore(const EngineOptions& options, std::unique_ptr<ModelRunner> runner,
+             std::unique_ptr<KvCacheManager> manager, const Tokenizer* tokenizer,
+             EngineObserver* observer, int32_t num_kv_blocks, int32_t max_context_len);
+
+  // Pushes each request's pending output; finishes the requests whose choices all finished.
+  void Deliver(absl::Time now);
+  // Removes the request: frees its sequences, reports it, closes its stream with `status`.
+  void EndRequest(RequestState* request, const absl::Status& status, absl::Time now);
+
+  const EngineOptions options_;
+  std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<KvCacheManager> manager_;
+  const Tokenizer* tokenizer_;
+  EngineObserver* observer_;
+  const int32_t num_kv_blocks_;
+  const int32_t max_context_len_;
+  const int32_t vocab_size_;
+  const std::vector<int32_t> eos_token_ids_;
+  std::unique_ptr<Scheduler> scheduler_;
+  absl::flat_hash_map<std::string, std::unique_ptr<RequestState>> requests_;
+  StepPlan last_plan_;
+  int64_t num_steps_ = 0;
+};
+
+}  // namespace kvserve
+
+#endif  // KVSERVE_ENGINE_ENGINE_CORE_H_

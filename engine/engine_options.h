@@ -1,0 +1,36 @@
+// EngineOptions: the engine's limits, a plain struct validated once (Validate) at start-up with
+// messages that name the option (the kvserve-worker flag of the same name, dashes for
+// underscores).
+#ifndef KVSERVE_ENGINE_ENGINE_OPTIONS_H_
+#define KVSERVE_ENGINE_ENGINE_OPTIONS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+
+namespace kvserve {
+
+struct EngineOptions {
+  int32_t block_size = 16;  // tokens per KV block: 8, 16 or 32
+  // Size of the KV pool: num_kv_blocks usable blocks (the null block comes on top) when > 0,
+  // else as many blocks as fit in kv_memory_bytes (ModelRunner::KvBytesPerBlock), else (both 0)
+  // as many as fit in what ModelRunner::ProfileKvBytes says the device has left.
+  int32_t num_kv_blocks = 0;
+  int64_t kv_memory_bytes = 0;
+  int32_t max_num_seqs = 64;             // sequences (choices) running at once
+  int32_t max_num_batched_tokens = 512;  // tokens computed per step; >= max_num_seqs
+  int32_t max_waiting_requests = 256;    // Submit past this: RESOURCE_EXHAUSTED
+  int32_t max_n = 16;         // choices per request; the engine uses min(max_n, max_num_seqs)
+  int32_t max_logprobs = 20;  // SamplingOptions.logprobs upper bound (<= 20)
+  int32_t max_stop_strings = 16;
+  // Prompt + output tokens of one sequence; 0: the model's context window. Never above it.
+  int32_t max_context_len = 0;
+  uint64_t kv_epoch = 0;  // KV event epoch; 0: random
+
+  // INVALID_ARGUMENT "<option>: ..." for the first bad option.
+  absl::Status Validate() const;
+};
+
+}  // namespace kvserve
+
+#endif  // KVSERVE_ENGINE_ENGINE_OPTIONS_H_

@@ -1,0 +1,61 @@
+// ModelRunner: runs the engine's StepPlans on a model. The real one is LlamaModelRunner
+// (llama_model_runner.h: host KV pool, LlamaModel, sampler); FakeModelRunner
+// (fake_model_runner.h) is deterministic and needs no weights, for scheduler and service tests.
+//
+// Life cycle: the engine asks KvBytesPerBlock to size the pool, calls Initialize once, then
+// Execute once per step, all on the engine thread. The runner owns the KV memory and the
+// per-sequence state the plans' deltas update (step_plan.h).
+//
+// Thread-safety: used by one thread (the engine thread) after construction.
+#ifndef KVSERVE_ENGINE_MODEL_RUNNER_H_
+#define KVSERVE_ENGINE_MODEL_RUNNER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/step_plan.h"
+
+namespace kvserve {
+
+struct RunnerConfig {
+  int32_t block_size = 16;
+  int32_t num_blocks = 0;  // the null block included
+  int32_t max_num_batched_tokens = 0;
+  int32_t max_num_seqs = 0;
+  int32_t max_context_len = 0;
+};
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+
+  virtual int32_t vocab_size() const = 0;
+  // The model's context window in tokens.
+  virtual int32_t max_context_len() const = 0;
+  // Tokens that end a choice unless ignore_eos.
+  virtual std::vector<int32_t> eos_token_ids() const = 0;
+  // KV memory of one block of block_size tokens, all layers, K and V.
+  virtual int64_t KvBytesPerBlock(int32_t block_size) const = 0;
+
+  // Bytes the KV pool may take on the runner's device once the weights and the step buffers for
+  // `config` (num_blocks ignored) are resident; UNIMPLEMENTED for a runner that cannot tell (the
+  // engine then needs an explicit kv_memory_bytes or num_kv_blocks). Called at most once, before
+  // Initialize.
+  virtual absl::StatusOr<int64_t> ProfileKvBytes(const RunnerConfig& config) {
+    (void)config;
+    return absl::UnimplementedError("this runner cannot size the KV pool from device memory");
+  }
+
+  // Allocates the KV pool and step buffers. Called once, before Execute.
+  virtual absl::Status Initialize(const RunnerConfig& config) = 0;
+
+  // Executes one plan (order of work in step_plan.h). An error is fatal for the engine: it fails
+  // every request with it.
+  virtual absl::StatusOr<StepResult> Execute(const StepPlan& plan) = 0;
+};
+
+}  // namespace kvserve
+
+#endif  // KVSERVE_ENGINE_MODEL_RUNNER_H_

@@ -1,0 +1,327 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace kvserve {
+
+Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager* manager,
+                     EngineObserver* observer)
+    : config_(config), manager_(manager), observer_(observer) {}
+
+Sequence* Scheduler::NewSequence(RequestState* request, int32_t choice,
+                                 std::vector<TokenId> tokens) {
+  auto seq = std::make_unique<Sequence>();
+  seq->id = next_sequence_id_++;
+  seq->request = request;
+  seq->choice = choice;
+  seq->tokens = std::move(tokens);
+  if (choice >= 0) {
+    const SamplingOptions& s = request->request.sampling;
+    kernels::SamplingParams& p = seq->sampling.params;
+    p.temperature = s.temperature;
+    p.top_k = s.top_k;
+    p.top_p = s.top_p;
+    p.min_p = s.min_p;
+    p.repetition_penalty = s.repetition_penalty;
+    p.presence_penalty = s.presence_penalty;
+    p.frequency_penalty = s.frequency_penalty;
+    p.seed = ChoiceSeed(s.seed, request->choices[choice]->index());
+    p.num_logprobs = s.logprobs.value_or(0);
+    p.want_logprobs = s.logprobs.has_value();
+    seq->sampling.logprobs = s.logprobs.has_value();
+    seq->sampling.num_prompt_tokens =
+        static_cast<int32_t>(request->request.prompt_token_ids.size());
+  }
+  ++request->num_live_sequences;
+  Sequence* raw = seq.get();
+  sequences_[raw->id] = std::move(seq);
+  return raw;
+}
+
+void Scheduler::AddRequest(RequestState* request) {
+  const std::vector<TokenId>& prompt = request->request.prompt_token_ids;
+  const int32_t prompt_len = static_cast<int32_t>(prompt.size());
+  const int32_t block_size = manager_->block_size();
+  const int32_t shared_len = (prompt_len - 1) / block_size * block_size;
+  if (request->choices.size() > 1 && shared_len > 0) {
+    // Prefill the prompt's full blocks once, then fork them into the choices (ForkPrefix).
+    waiting_.push_back(NewSequence(
+        request, -1, std::vector<TokenId>(prompt.begin(), prompt.begin() + shared_len)));
+    return;
+  }
+  for (size_t c = 0; c < request->choices.size(); ++c) {
+    std::vector<TokenId> tokens = prompt;
+    const std::vector<int32_t>& generated = request->choices[c]->generated();
+    tokens.insert(tokens.end(), generated.begin(), generated.end());
+    waiting_.push_back(NewSequence(request, static_cast<int32_t>(c), std::move(tokens)));
+  }
+}
+
+int32_t Scheduler::Weight(const Sequence& seq) const {
+  return seq.is_prefix() ? static_cast<int32_t>(seq.request->choices.size()) : 1;
+}
+
+void Scheduler::Release(Sequence* seq, StepPlan* plan) {
+  if (seq->runner_knows) {
+    if (plan != nullptr) {
+      plan->released.push_back(seq->id);
+    } else {
+      pending_release_.push_back(seq->id);
+    }
+  }
+  seq->runner_knows = false;
+  seq->runner_num_tokens = 0;
+  seq->runner_num_blocks = 0;
+}
+
+void Scheduler::Erase(Sequence* seq) {
+  --seq->request->num_live_sequences;
+  sequences_.erase(seq->id);
+}
+
+void Scheduler::RemoveRunning(Sequence* seq) {
+  auto it = std::find(running_.begin(), running_.end(), seq);
+  if (it != running_.end()) {
+    running_.erase(it);
+    running_weight_ -= Weight(*seq);
+  }
+  manager_->FreeSequence(seq->id).IgnoreError();  // NOT_FOUND only if never admitted
+}
+
+void Scheduler::RemoveRequest(RequestState* request) {
+  std::vector<Sequence*> doomed;
+  for (auto& [id, seq] : sequences_) {
+    if (seq->request == request) doomed.push_back(seq.get());
+  }
+  for (Sequence* seq : doomed) {
+    if (seq->status == SequenceStatus::kRunning) {
+      RemoveRunning(seq);
+    } else {
+      waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), seq), waiting_.end());
+    }
+    Release(seq, nullptr);
+    Erase(seq);
+  }
+}
+
+void Scheduler::FinishSequence(Sequence* seq) {
+  if (seq->status == SequenceStatus::kRunning) {
+    RemoveRunning(seq);
+  } else {
+    waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), seq), waiting_.end());
+  }
+  seq->status = SequenceStatus::kFinished;
+  Release(seq, nullptr);
+  Erase(seq);
+}
+
+void Scheduler::Preempt(Sequence* victim, StepPlan* plan) {
+  RemoveRunning(victim);
+  auto scheduled = std::find_if(step_.begin(), step_.end(),
+                                [victim](const auto& entry) { return entry.first == victim; });
+  if (scheduled != step_.end()) {
+    budget_ += scheduled->second;
+    step_.erase(scheduled);
+  }
+  victim->status = SequenceStatus::kWaiting;
+  victim->num_computed_tokens = 0;
+  Release(victim, plan);
+  waiting_.push_front(victim);
+  ++num_preemptions_;
+  if (observer_ != nullptr) observer_->OnPreemption();
+}
+
+bool Scheduler::AllocateOrPreempt(Sequence* seq, int32_t num_tokens, StepPlan* plan) {
+  while (true) {
+    absl::Status status = manager_->AllocateSlots(seq->id, num_tokens);
+    if (status.ok()) return true;
+    Sequence* victim = running_.back();
+    if (victim == seq) {
+      if (running_.size() == 1) {
+        stalled_.push_back(seq);  // alone and still no room: it can never grow
+      } else {
+        Preempt(seq, plan);
+      }
+      return false;
+    }
+    Preempt(victim, plan);
+  }
+}
+
+bool Scheduler::TryAdmit(Sequence* seq, absl::Time now) {
+  absl::StatusOr<SequenceStart> start =
+      manager_->AddSequence(seq->id, seq->tokens, seq->request->request.cache_salt, budget_);
+  if (!start.ok()) return false;  // RESOURCE_EXHAUSTED: wait for blocks (FCFS)
+  RequestState* request = seq->request;
+  if (!request->cached_prompt_tokens_known) {
+    request->cached_prompt_tokens = std::min<int32_t>(
+        start->num_cached_tokens, static_cast<int32_t>(request->request.prompt_token_ids.size()));
+    request->cached_prompt_tokens_known = true;
+  }
+  if (!request->first_scheduled_time.has_value()) request->first_scheduled_time = now;
+  if (observer_ != nullptr) {
+    observer_->OnPrefixCacheQuery(static_cast<int64_t>(seq->tokens.size()),
+                                  start->num_cached_tokens);
+  }
+  seq->num_computed_tokens = start->num_cached_tokens;
+  seq->status = SequenceStatus::kRunning;
+  seq->admit_order = next_admit_order_++;
+  running_.push_back(seq);
+  running_weight_ += Weight(*seq);
+  step_.emplace_back(seq, start->num_new_tokens);
+  budget_ -= start->num_new_tokens;
+  return true;
+}
+
+StepPlan Scheduler::Schedule(absl::Time now) {
+  StepPlan plan;
+  plan.step_id = next_step_id_++;
+  plan.released = std::move(pending_release_);
+  pending_release_.clear();
+  plan.block_copies = std::move(pending_copies_);
+  pending_copies_.clear();
+  step_.clear();
+  budget_ = config_.max_num_batched_tokens;
+  const int64_t preemptions_before = num_preemptions_;
+
+  // Running sequences: decodes first, then unfinished prefills, oldest admission first.
+  for (bool decodes : {true, false}) {
+    for (size_t i = 0; i < running_.size() && budget_ > 0; ++i) {
+      Sequence* seq = running_[i];
+      const int32_t need = seq->num_uncomputed();
+      if ((need == 1) != decodes || need <= 0) continue;
+      const int32_t num_tokens = std::min(need, budget_);
+      if (AllocateOrPreempt(seq, num_tokens, &plan)) {
+        step_.emplace_back(seq, num_tokens);
+        budget_ -= num_tokens;
+      }
+    }
+  }
+  // Waiting sequences, unless this step had to preempt (no room to spare).
+  if (num_preemptions_ == preemptions_before) {
+    while (!waiting_.empty() && budget_ > 0) {
+      Sequence* seq = waiting_.front();
+      if (running_weight_ + Weight(*seq) > config_.max_num_seqs) break;
+      if (!TryAdmit(seq, now)) break;
+      waiting_.pop_front();
+    }
+  }
+  for (const auto& [seq, num_tokens] : step_) AddToPlan(seq, num_tokens, &plan);
+  step_.clear();
+  return plan;
+}
+
+void Scheduler::AddToPlan(Sequence* seq, int32_t num_tokens, StepPlan* plan) {
+  ScheduledSequence& entry = plan->sequences.emplace_back();
+  entry.id = seq->id;
+  entry.num_scheduled_tokens = num_tokens;
+  entry.sample = !seq->is_prefix() &&
+                 seq->num_computed_tokens + num_tokens == static_cast<int32_t>(seq->tokens.size());
+  absl::Span<const BlockId> table = *manager_->GetBlockTable(seq->id);
+  if (!seq->runner_knows) {
+    entry.is_new = true;
+    entry.token_ids = seq->tokens;
+    entry.block_ids.assign(table.begin(), table.end());
+    entry.num_computed_tokens = seq->num_computed_tokens;
+    entry.sampling = seq->sampling;
+    seq->runner_knows = true;
+  } else {
+    entry.token_ids.assign(seq->tokens.begin() + seq->runner_num_tokens, seq->tokens.end());
+    entry.block_ids.assign(table.begin() + seq->runner_num_blocks, table.end());
+  }
+  seq->runner_num_tokens = static_cast<int32_t>(seq->tokens.size());
+  seq->runner_num_blocks = static_cast<int32_t>(table.size());
+}
+
+absl::StatusOr<std::vector<SequenceToken>> Scheduler::Update(const StepPlan& plan,
+                                                             const StepResult& result) {
+  std::vector<SequenceToken> tokens;
+  size_t next_sampled = 0;
+  for (const ScheduledSequence& entry : plan.sequences) {
+    auto it = sequences_.find(entry.id);
+    if (it == sequences_.end()) {
+      return absl::InternalError(absl::StrCat("Update: unknown sequence ", entry.id));
+    }
+    Sequence* seq = it->second.get();
+    absl::Status status = manager_->CommitComputed(seq->id, entry.num_scheduled_tokens);
+    if (!status.ok()) return status;
+    seq->num_computed_tokens += entry.num_scheduled_tokens;
+    if (entry.sample) {
+      if (next_sampled >= result.sampled.size() || result.sampled[next_sampled].id != seq->id) {
+        return absl::InternalError(absl::StrCat("Update: no sampled token for sequence ", seq->id));
+      }
+      const SampledToken& sampled = result.sampled[next_sampled++];
+      seq->tokens.push_back(sampled.token);
+      status = manager_->AppendTokens(seq->id, {&sampled.token, 1});
+      if (!status.ok()) return status;
+      tokens.push_back({seq, &sampled});
+    }
+    if (seq->is_prefix() && seq->num_uncomputed() == 0) ForkPrefix(seq);
+  }
+  if (next_sampled != result.sampled.size()) {
+    return absl::InternalError("Update: the runner sampled more sequences than planned");
+  }
+  return tokens;
+}
+
+void Scheduler::ForkPrefix(Sequence* prefix) {
+  RequestState* request = prefix->request;
+  const std::vector<TokenId>& prompt = request->request.prompt_token_ids;
+  const int32_t shared_len = prefix->num_computed_tokens;
+  std::vector<Sequence*> children;
+  for (size_t c = 0; c < request->choices.size(); ++c) {
+    std::vector<TokenId> tokens = prompt;
+    const std::vector<int32_t>& generated = request->choices[c]->generated();
+    tokens.insert(tokens.end(), generated.begin(), generated.end());
+    Sequence* child = NewSequence(request, static_cast<int32_t>(c), std::move(tokens));
+    absl::StatusOr<std::optional<BlockCopy>> copy = manager_->ForkSequence(prefix->id, child->id);
+    if (!copy.ok()) {
+      waiting_.push_front(child);  // recomputed from the prefix cache when admitted
+      continue;
+    }
+    if (copy->has_value()) pending_copies_.push_back(**copy);
+    manager_->AppendTokens(child->id, absl::MakeConstSpan(child->tokens).subspan(shared_len))
+        .IgnoreError();  // known sequence, known tokens: cannot fail
+    child->num_computed_tokens = shared_len;
+    child->status = SequenceStatus::kRunning;
+    child->admit_order = prefix->admit_order;
+    children.push_back(child);
+  }
+  // The children take the prefix's place in admission order (and its weight).
+  auto it = std::find(running_.begin(), running_.end(), prefix);
+  it = running_.erase(it);
+  running_weight_ -= Weight(*prefix);
+  running_.insert(it, children.begin(), children.end());
+  running_weight_ += static_cast<int32_t>(children.size());
+  manager_->FreeSequence(prefix->id).IgnoreError();
+  prefix->status = SequenceStatus::kFinished;
+  Release(prefix, nullptr);
+  Erase(prefix);
+}
+
+std::vector<Sequence*> Scheduler::TakeStalled() {
+  std::vector<Sequence*> stalled = std::move(stalled_);
+  stalled_.clear();
+  return stalled;
+}
+
+int32_t Scheduler::num_running_requests() const {
+  absl::flat_hash_set<const RequestState*> requests;
+  for (const Sequence* seq : running_) requests.insert(seq->request);
+  return static_cast<int32_t>(requests.size());
+}
+
+int32_t Scheduler::num_waiting_requests() const {
+  absl::flat_hash_set<const RequestState*> running;
+  for (const Sequence* seq : running_) running.insert(seq->request);
+  absl::flat_hash_set<const RequestState*> waiting;
+  for (const Sequence* seq : waiting_) {
+    if (!running.contains(seq->request)) waiting.insert(seq->request);
+  }
+  return static_cast<int32_t>(waiting.size());
+}
+
+}  // namespace kvserve

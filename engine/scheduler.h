@@ -1,0 +1,125 @@
+// Scheduler: continuous batching over the paged KV cache. Each step it decides which sequences
+// compute which tokens, within a token budget (max_num_batched_tokens) and a cap on running
+// sequences (max_num_seqs):
+//   1. running sequences that decode (one token each), oldest admission first;
+//   2. running sequences still in prefill (a chunk each, as the budget allows);
+//   3. waiting sequences, front first, while the budget, the cap and the KV pool allow
+//      (KvCacheManager::AddSequence attaches the cached prefix, so cached tokens cost nothing).
+// A long prompt is thus prefilled in chunks over several steps. When a running sequence cannot
+// get a block, the most recently admitted running sequence is preempted by recompute: its blocks
+// are freed and it goes back to the front of the waiting queue with every token it has; nothing
+// new is admitted in that step. Sampling keyed by (seed, token index) makes the resumed output
+// the same as without preemption.
+//
+// The scheduler produces a StepPlan (step_plan.h) and applies the StepResult (Update); deciding
+// whether a choice finished is the caller's job (EngineCore), which then calls FinishSequence.
+//
+// Thread-safety: engine thread only.
+#ifndef KVSERVE_ENGINE_SCHEDULER_H_
+#define KVSERVE_ENGINE_SCHEDULER_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "engine/engine_observer.h"
+#include "engine/sequence.h"
+#include "engine/step_plan.h"
+#include "kvcache/kv_cache_manager.h"
+
+namespace kvserve {
+
+struct SchedulerConfig {
+  int32_t max_num_seqs = 64;
+  int32_t max_num_batched_tokens = 512;
+};
+
+// A token the runner sampled, with the sequence it belongs to.
+struct SequenceToken {
+  Sequence* sequence = nullptr;
+  const SampledToken* sampled = nullptr;  // points into the StepResult given to Update
+};
+
+class Scheduler {
+ public:
+  // `manager` and `observer` (may be null) are borrowed.
+  Scheduler(const SchedulerConfig& config, KvCacheManager* manager, EngineObserver* observer);
+
+  // Queues the sequences of a new request at the back of the waiting queue.
+  void AddRequest(RequestState* request);
+
+  // Removes every sequence of `request` (waiting or running) and frees its blocks.
+  void RemoveRequest(RequestState* request);
+
+  // Plans the next step at time `now` (recorded as a request's first scheduling). The plan may
+  // be empty (nothing to run).
+  StepPlan Schedule(absl::Time now);
+
+  // Running sequences that could not get a block although nothing else was running (the pool
+  // is too small for them to grow); the caller finishes their choices (kLength). Cleared by the
+  // call.
+  std::vector<Sequence*> TakeStalled();
+
+  // Applies a step's result: commits the computed tokens, appends each sampled token to its
+  // sequence, forks finished prefix sequences into their choices. Returns the sampled tokens
+  // with their sequences, in plan order. INTERNAL when the result does not match the plan.
+  absl::StatusOr<std::vector<SequenceToken>> Update(const StepPlan& plan, const StepResult& result);
+
+  // The sequence's choice finished: frees its blocks now.
+  void FinishSequence(Sequence* sequence);
+
+  int32_t num_running_sequences() const { return static_cast<int32_t>(running_.size()); }
+  int32_t num_waiting_sequences() const { return static_cast<int32_t>(waiting_.size()); }
+  int64_t num_preemptions() const { return num_preemptions_; }
+  // Requests with at least one running sequence / with none running but some waiting.
+  int32_t num_running_requests() const;
+  int32_t num_waiting_requests() const;
+  bool has_work() const { return !running_.empty() || !waiting_.empty(); }
+
+ private:
+  Sequence* NewSequence(RequestState* request, int32_t choice, std::vector<TokenId> tokens);
+  // Weight of a sequence against max_num_seqs: a prefix counts for all its choices.
+  int32_t Weight(const Sequence& seq) const;
+  // Allocates slots for `num_tokens` more tokens of running `seq`, preempting from the back of
+  // running_ when blocks run out. False when `seq` was preempted or stalled.
+  bool AllocateOrPreempt(Sequence* seq, int32_t num_tokens, StepPlan* plan);
+  void Preempt(Sequence* victim, StepPlan* plan);
+  // Admits waiting `seq` with a chunk of at most budget_ tokens; false when blocks lack.
+  bool TryAdmit(Sequence* seq, absl::Time now);
+  void AddToPlan(Sequence* seq, int32_t num_tokens, StepPlan* plan);
+  // Takes seq out of running_ (if there) and frees its blocks.
+  void RemoveRunning(Sequence* seq);
+  // The runner must forget seq: in `plan` when given, else in the next plan.
+  void Release(Sequence* seq, StepPlan* plan);
+  void ForkPrefix(Sequence* prefix);
+  void Erase(Sequence* seq);
+
+  const SchedulerConfig config_;
+  KvCacheManager* manager_;
+  EngineObserver* observer_;
+  absl::flat_hash_map<SequenceId, std::unique_ptr<Sequence>> sequences_;
+  std::deque<Sequence*> waiting_;
+  std::vector<Sequence*> running_;  // admission order
+  int32_t running_weight_ = 0;      // sum of Weight over running_
+  std::vector<Sequence*> stalled_;
+  // The step being planned: (sequence, tokens) in plan order, and the budget left.
+  std::vector<std::pair<Sequence*, int32_t>> step_;
+  int32_t budget_ = 0;
+  std::vector<SequenceId> pending_release_;  // for the next plan
+  std::vector<BlockCopy> pending_copies_;    // for the next plan
+  SequenceId next_sequence_id_ = 1;
+  int64_t next_admit_order_ = 1;
+  uint64_t next_step_id_ = 1;
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace kvserve
+
+#endif  // KVSERVE_ENGINE_SCHEDULER_H_

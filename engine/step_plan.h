@@ -1,0 +1,81 @@
+// StepPlan and StepResult: what the scheduler asks the model runner to do in one engine step,
+// and what comes back. Data flows one way: the scheduler builds the plan, the runner executes it
+// and returns sampled tokens, the scheduler applies them; the runner never calls back.
+//
+// The plan is a plain record that can be serialised and broadcast to tensor-parallel ranks:
+// a sequence the runner has not seen (or must forget and relearn, after preemption) comes with
+// its full data (every known token, its whole block table, its sampling settings); a sequence
+// the runner already knows comes with deltas only (tokens appended since the previous plan, the
+// block ids appended to its table). The runner keeps per-sequence state between steps and drops
+// it for the ids in `released`.
+//
+// Order of work in Execute: forget `released`, copy `block_copies` (every layer, K and V), then
+// one forward over `sequences` in order (each computes its num_scheduled_tokens tokens after its
+// computed ones), then sample the sequences with `sample` set, in order.
+//
+// Thread-safety: plain values.
+#ifndef KVSERVE_ENGINE_STEP_PLAN_H_
+#define KVSERVE_ENGINE_STEP_PLAN_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/sampling.h"
+#include "kvcache/kv_cache_manager.h"
+#include "kvcache/types.h"
+
+namespace kvserve {
+
+// How a sequence samples: the kernel parameters (seed already per choice, num_logprobs the top-n
+// count) plus where its output starts, so that penalties and the RNG counter (the output index)
+// can be derived from its tokens.
+struct SequenceSampling {
+  kernels::SamplingParams params;
+  int32_t num_prompt_tokens = 0;  // tokens[0, num_prompt_tokens) are the prompt
+  bool logprobs = false;          // return the chosen token's logprob and rank (+ top-n)
+};
+
+struct ScheduledSequence {
+  SequenceId id = 0;
+  bool is_new = false;  // full data below; otherwise deltas
+  // is_new: every known token; else: tokens appended since the previous plan (sampled ones).
+  std::vector<TokenId> token_ids;
+  // is_new: the whole block table; else: block ids appended since the previous plan.
+  std::vector<BlockId> block_ids;
+  int32_t num_computed_tokens = 0;   // is_new only: tokens whose K/V are already in the cache
+  SequenceSampling sampling;         // is_new only
+  int32_t num_scheduled_tokens = 0;  // tokens computed this step (after the computed ones)
+  // Sample the next token from the logits of the last scheduled token (it is the last known
+  // token of the sequence).
+  bool sample = false;
+};
+
+struct StepPlan {
+  uint64_t step_id = 0;
+  std::vector<SequenceId> released;     // the runner forgets these first
+  std::vector<BlockCopy> block_copies;  // then copies these blocks
+  std::vector<ScheduledSequence> sequences;
+
+  int32_t num_scheduled_tokens() const {
+    int32_t total = 0;
+    for (const ScheduledSequence& seq : sequences) total += seq.num_scheduled_tokens;
+    return total;
+  }
+  bool empty() const { return sequences.empty() && released.empty() && block_copies.empty(); }
+};
+
+struct SampledToken {
+  SequenceId id = 0;
+  TokenId token = 0;
+  float logprob = 0.0f;  // under the raw logits (kernels/sampling.h)
+  int32_t rank = 0;      // 1-based rank of token in the raw distribution; 0 unless logprobs
+  std::vector<kernels::TokenLogprob> top;  // the top-n, when logprobs
+};
+
+struct StepResult {
+  std::vector<SampledToken> sampled;  // one per plan sequence with sample set, in plan order
+};
+
+}  // namespace kvserve
+
+#endif  // KVSERVE_ENGINE_STEP_PLAN_H_

@@ -1,0 +1,93 @@
+#include "runner/fake_model_runner.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/status_macros.h"
+
+namespace kvserve {
+
+FakeModelRunner::FakeModelRunner(const FakeModelOptions& options)
+    : options_(options), sampler_(options.vocab_size), logits_(options.vocab_size) {}
+
+absl::Status FakeModelRunner::Initialize(const RunnerConfig& config) {
+  if (config.num_blocks < 2 || config.block_size <= 0) {
+    return absl::InvalidArgumentError("FakeModelRunner: bad RunnerConfig");
+  }
+  config_ = config;
+  kv_.assign(static_cast<size_t>(config.num_blocks) * config.block_size, SlotContent{});
+  sequences_ = std::make_unique<RunnerSequences>(config.block_size);
+  return absl::OkStatus();
+}
+
+int64_t FakeModelRunner::Slot(const RunnerSequence& seq, int32_t position) const {
+  return static_cast<int64_t>(seq.block_table[position / config_.block_size]) * config_.block_size +
+         position % config_.block_size;
+}
+
+void FakeModelRunner::ContextLogits(const std::vector<TokenId>& context, float* logits,
+                                    int32_t vocab) {
+  uint64_t h = 0x243F6A8885A308D3ull;
+  for (TokenId token : context) {
+    h = (h ^ static_cast<uint64_t>(token)) * 0x100000001B3ull;
+    h ^= h >> 29;
+  }
+  for (int32_t v = 0; v < vocab; ++v) {
+    uint64_t z = h + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(v + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    logits[v] = static_cast<float>(z % 4096) / 512.0f;  // [0, 8)
+  }
+}
+
+absl::StatusOr<StepResult> FakeModelRunner::Execute(const StepPlan& plan) {
+  if (sequences_ == nullptr) return absl::FailedPreconditionError("Initialize was not called");
+  if (options_.step_delay > absl::ZeroDuration()) absl::SleepFor(options_.step_delay);
+  KVSERVE_ASSIGN_OR_RETURN(std::vector<RunnerWork> work, sequences_->Apply(plan));
+  const int32_t block_size = config_.block_size;
+  for (const BlockCopy& copy : plan.block_copies) {
+    for (int32_t i = 0; i < block_size; ++i) {
+      kv_[static_cast<size_t>(copy.dst) * block_size + i] =
+          kv_[static_cast<size_t>(copy.src) * block_size + i];
+    }
+  }
+  // "Forward": write every scheduled token's K/V, then read each sampled context back.
+  for (const RunnerWork& item : work) {
+    for (int32_t i = 0; i < item.num_tokens; ++i) {
+      const int32_t position = item.first_position + i;
+      kv_[Slot(*item.sequence, position)] = {item.sequence->tokens[position], position};
+    }
+    num_computed_tokens_ += item.num_tokens;
+  }
+  StepResult result;
+  for (const RunnerWork& item : work) {
+    if (!item.entry->sample) continue;
+    const RunnerSequence& seq = *item.sequence;
+    context_.clear();
+    for (int32_t p = 0; p < static_cast<int32_t>(seq.tokens.size()); ++p) {
+      const SlotContent& content = kv_[Slot(seq, p)];
+      if (content.position != p || content.token != seq.tokens[p]) {
+        return absl::InternalError(absl::StrCat(
+            "fake KV: sequence ", item.entry->id, " position ", p, " reads token ", content.token,
+            " of position ", content.position, ", expected token ", seq.tokens[p]));
+      }
+      context_.push_back(content.token);
+    }
+    ContextLogits(context_, logits_.data(), options_.vocab_size);
+    const kernels::SampleResult sample =
+        sampler_.Sample(logits_.data(), seq.sampling.params, seq.History(), seq.NextTokenIndex());
+    SampledToken& out = result.sampled.emplace_back();
+    out.id = item.entry->id;
+    out.token = sample.token;
+    out.logprob = sample.logprob;
+    if (seq.sampling.logprobs) {
+      out.rank = TokenRank(logits_.data(), options_.vocab_size, sample.token);
+      out.top.assign(sample.top.begin(), sample.top.begin() + sample.num_top);
+    }
+  }
+  sequences_->Commit(work);
+  ++num_executed_steps_;
+  return result;
+}
+
+}  // namespace kvserve

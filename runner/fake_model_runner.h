@@ -1,0 +1,73 @@
+// FakeModelRunner: a deterministic ModelRunner without weights, for scheduler, engine and service
+// tests. It keeps a fake KV pool that stores, per slot, the token and position written there;
+// before sampling a sequence it reads its whole context back through its block table (so a wrong
+// slot mapping, block table, fork copy or prefix-cache hit is an INTERNAL error, not a silent
+// pass) and synthesises the logits from a hash of that context. Tokens are then drawn by the real
+// kernels::Sampler, so greedy, seeded sampling, penalties and logprobs behave as with a model.
+//
+// Thread-safety: engine thread only (ModelRunner). The counters are for tests, read after the
+// engine stopped or from the engine thread.
+#ifndef KVSERVE_RUNNER_FAKE_MODEL_RUNNER_H_
+#define KVSERVE_RUNNER_FAKE_MODEL_RUNNER_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "engine/model_runner.h"
+#include "kernels/sampling.h"
+#include "runner/runner_sequences.h"
+
+namespace kvserve {
+
+struct FakeModelOptions {
+  int32_t vocab_size = 256;
+  int32_t max_context_len = 1024;
+  std::vector<int32_t> eos_token_ids;                // none by default: choices run to max_tokens
+  int64_t kv_bytes_per_token = 1024;                 // what KvBytesPerBlock reports per token
+  absl::Duration step_delay = absl::ZeroDuration();  // sleep per Execute, to mimic a model
+};
+
+class FakeModelRunner final : public ModelRunner {
+ public:
+  explicit FakeModelRunner(const FakeModelOptions& options = {});
+
+  int32_t vocab_size() const override { return options_.vocab_size; }
+  int32_t max_context_len() const override { return options_.max_context_len; }
+  std::vector<int32_t> eos_token_ids() const override { return options_.eos_token_ids; }
+  int64_t KvBytesPerBlock(int32_t block_size) const override {
+    return options_.kv_bytes_per_token * block_size;
+  }
+  absl::Status Initialize(const RunnerConfig& config) override;
+  absl::StatusOr<StepResult> Execute(const StepPlan& plan) override;
+
+  // The logits the fake model gives after `context` (any tokens), for tests.
+  static void ContextLogits(const std::vector<TokenId>& context, float* logits /* [vocab] */,
+                            int32_t vocab);
+
+  int64_t num_executed_steps() const { return num_executed_steps_; }
+  int64_t num_computed_tokens() const { return num_computed_tokens_; }
+
+ private:
+  struct SlotContent {
+    TokenId token = -1;
+    int32_t position = -1;
+  };
+
+  int64_t Slot(const RunnerSequence& seq, int32_t position) const;
+
+  FakeModelOptions options_;
+  RunnerConfig config_;
+  std::vector<SlotContent> kv_;  // [num_blocks * block_size]
+  std::unique_ptr<RunnerSequences> sequences_;
+  kernels::Sampler sampler_;
+  std::vector<float> logits_;     // [vocab]
+  std::vector<TokenId> context_;  // scratch
+  int64_t num_executed_steps_ = 0;
+  int64_t num_computed_tokens_ = 0;
+};
+
+}  // namespace kvserve
+
+#endif  // KVSERVE_RUNNER_FAKE_MODEL_RUNNER_H_

@@ -1,0 +1,206 @@
+#include "runner/llama_model_runner.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "runner/kv_sizing.h"
+
+namespace kvserve {
+namespace {
+
+// A choice whose token is the argmax of its raw logits and who wants nothing else from them.
+bool DeviceGreedy(const SequenceSampling& sampling) {
+  const kernels::SamplingParams& p = sampling.params;
+  return p.temperature < kernels::kGreedyTemperature && p.repetition_penalty == 1.0f &&
+         p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f && !sampling.logprobs;
+}
+
+// Batch sizes of the decode graphs: 1, 2, 4, 8, then every multiple of 8 up to max_num_seqs
+// (vLLM's buckets), so a step pads at most 7 sequences.
+std::vector<int32_t> DecodeGraphSizes(int32_t max_num_seqs) {
+  std::vector<int32_t> sizes;
+  for (int32_t size : {1, 2, 4}) {
+    if (size < max_num_seqs) sizes.push_back(size);
+  }
+  for (int32_t size = 8; size < max_num_seqs; size += 8) sizes.push_back(size);
+  sizes.push_back(max_num_seqs);
+  return sizes;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LlamaModelRunner>> LlamaModelRunner::Create(
+    std::shared_ptr<const DeviceWeights> weights, const LlamaRunnerOptions& options) {
+  if (weights == nullptr)
+    return absl::InvalidArgumentError("LlamaModelRunner: weights must be set");
+  if (!(options.memory_utilization > 0.0 && options.memory_utilization <= 1.0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gpu_memory_utilization: must be in (0, 1], got ", options.memory_utilization));
+  }
+  if (absl::StatusOr<kernels::DType> dtype = KvKernelDType(options.kv_dtype); !dtype.ok()) {
+    return dtype.status();
+  }
+  return std::unique_ptr<LlamaModelRunner>(new LlamaModelRunner(std::move(weights), options));
+}
+
+LlamaModelRunner::LlamaModelRunner(std::shared_ptr<const DeviceWeights> weights,
+                                   const LlamaRunnerOptions& options)
+    : weights_(std::move(weights)), options_(options), sampler_(weights_->config().vocab_size) {}
+
+int64_t LlamaModelRunner::KvBytesPerBlock(int32_t block_size) const {
+  const ModelConfig& c = weights_->config();
+  const KvLayout layout{.num_layers = c.num_layers,
+                        .num_kv_heads_local = weights_->shard().num_kv_heads,
+                        .block_size = block_size,
+                        .head_dim = c.head_dim,
+                        .dtype = options_.kv_dtype};
+  return layout.bytes_per_block();
+}
+
+absl::Status LlamaModelRunner::CreateModel(const RunnerConfig& config) {
+  const ForwardLimits limits{.max_num_tokens = config.max_num_batched_tokens,
+                             .max_num_seqs = config.max_num_seqs,
+                             .max_context_len = config.max_context_len,
+                             .max_logit_rows = config.max_num_seqs};
+  if (model_ != nullptr) {
+    const ForwardLimits& have = model_->limits();
+    if (have.max_num_tokens == limits.max_num_tokens && have.max_num_seqs == limits.max_num_seqs &&
+        have.max_context_len == limits.max_context_len &&
+        model_->block_size() == config.block_size) {
+      return absl::OkStatus();
+    }
+    model_.reset();
+  }
+  KVSERVE_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
+                           LlamaModel::Create(weights_.get(), limits, config.block_size,
+                                              options_.kv_dtype, options_.comm));
+  model_ = std::move(model);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> LlamaModelRunner::ProfileKvBytes(const RunnerConfig& config) {
+  KVSERVE_RETURN_IF_ERROR(CreateModel(config));
+  // The largest step the engine can plan: max_num_batched_tokens tokens over max_num_seqs
+  // sequences, every token a padding slot over the null block, so libraries (cuBLAS) set up their
+  // workspaces for it before the free memory is read.
+  absl::StatusOr<std::unique_ptr<KvPool>> scratch =
+      KvPool::Create(model_->kv_layout(), 2, weights_->backend());
+  if (!scratch.ok()) return scratch.status();
+  const int32_t T = config.max_num_batched_tokens;
+  const int32_t S = std::min(config.max_num_seqs, T);
+  const int32_t per_seq = (T + S - 1) / S;
+  const int32_t blocks = (per_seq + config.block_size - 1) / config.block_size;
+  ForwardBatchBuilder builder(config.block_size, blocks, T, S);
+  const std::vector<int32_t> table(blocks, 0);
+  std::vector<int32_t> tokens;
+  for (int32_t s = 0, left = T; s < S && left > 0; ++s) {
+    tokens.assign(std::min(per_seq, left), 0);
+    left -= static_cast<int32_t>(tokens.size());
+    KVSERVE_RETURN_IF_ERROR(builder.AddSequence(tokens, 0, table, LogitsFor::kLast));
+  }
+  ForwardBatch batch = builder.View();
+  std::vector<int32_t> padding(batch.slot_mapping.size(), -1);
+  batch.slot_mapping = padding;
+  KVSERVE_RETURN_IF_ERROR(model_->ForwardOnDevice(batch, **scratch));
+  if (absl::StatusOr<absl::Span<const int32_t>> done = model_->GreedyTokens(); !done.ok()) {
+    return done.status();
+  }
+  scratch->reset();
+  return KvBudgetBytes(weights_->backend()->GetMemoryInfo(), options_.memory_utilization);
+}
+
+absl::Status LlamaModelRunner::Initialize(const RunnerConfig& config) {
+  KVSERVE_RETURN_IF_ERROR(CreateModel(config));
+  absl::StatusOr<std::unique_ptr<KvPool>> pool =
+      KvPool::Create(model_->kv_layout(), config.num_blocks, weights_->backend());
+  if (!pool.ok()) return pool.status();
+  kv_pool_ = *std::move(pool);
+  const int32_t max_blocks_per_seq =
+      (config.max_context_len + config.block_size - 1) / config.block_size;
+  batch_.emplace(config.block_size, max_blocks_per_seq, config.max_num_batched_tokens,
+                 config.max_num_seqs);
+  sequences_ = std::make_unique<RunnerSequences>(config.block_size);
+  if (!options_.enforce_eager) {
+    const std::vector<int32_t> sizes =
+        DecodeGraphSizes(std::min(config.max_num_seqs, config.max_num_batched_tokens));
+    if (absl::StatusOr<int32_t> graphs = model_->CaptureDecodeGraphs(*kv_pool_, sizes);
+        !graphs.ok()) {
+      return graphs.status();
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepResult> LlamaModelRunner::Execute(const StepPlan& plan) {
+  if (model_ == nullptr || kv_pool_ == nullptr) {
+    return absl::FailedPreconditionError("Initialize was not called");
+  }
+  KVSERVE_ASSIGN_OR_RETURN(std::vector<RunnerWork> work, sequences_->Apply(plan));
+  for (const BlockCopy& copy : plan.block_copies) kv_pool_->CopyBlock(copy.src, copy.dst);
+  if (work.empty()) return StepResult{};
+
+  batch_->Clear();
+  for (const RunnerWork& item : work) {
+    const RunnerSequence& seq = *item.sequence;
+    absl::Status status = batch_->AddSequence(
+        absl::MakeConstSpan(seq.tokens).subspan(item.first_position, item.num_tokens),
+        item.first_position, seq.block_table,
+        item.entry->sample ? LogitsFor::kLast : LogitsFor::kNone);
+    if (!status.ok()) return status;
+  }
+  KVSERVE_RETURN_IF_ERROR(model_->ForwardOnDevice(batch_->View(), *kv_pool_));
+  sequences_->Commit(work);
+  return Sample(work);
+}
+
+absl::StatusOr<StepResult> LlamaModelRunner::Sample(const std::vector<RunnerWork>& work) {
+  StepResult result;
+  if (weights_->shard().rank != 0) {  // a follower: the leader samples
+    if (!weights_->backend()->Synchronize()) {
+      return absl::InternalError("the backend reported an error");
+    }
+    return result;
+  }
+  KVSERVE_ASSIGN_OR_RETURN(absl::Span<const int32_t> greedy, model_->GreedyTokens());
+  // Rows whose choice needs its logits on the host, in row order.
+  host_rows_.clear();
+  int32_t row = 0;
+  for (const RunnerWork& item : work) {
+    if (!item.entry->sample) continue;
+    if (!DeviceGreedy(item.sequence->sampling)) host_rows_.push_back(row);
+    ++row;
+  }
+  absl::Span<const float> logits;
+  if (!host_rows_.empty()) {
+    KVSERVE_ASSIGN_OR_RETURN(absl::Span<const float> rows, model_->LogitRows(host_rows_));
+    logits = rows;
+  }
+  const int32_t vocab = vocab_size();
+  row = 0;
+  size_t host_index = 0;
+  for (const RunnerWork& item : work) {
+    if (!item.entry->sample) continue;
+    const RunnerSequence& seq = *item.sequence;
+    SampledToken& out = result.sampled.emplace_back();
+    out.id = item.entry->id;
+    if (host_index < host_rows_.size() && host_rows_[host_index] == row) {
+      const float* row_logits = logits.data() + host_index++ * static_cast<size_t>(vocab);
+      const kernels::SampleResult sample =
+          sampler_.Sample(row_logits, seq.sampling.params, seq.History(), seq.NextTokenIndex());
+      out.token = sample.token;
+      out.logprob = sample.logprob;
+      if (seq.sampling.logprobs) {
+        out.rank = TokenRank(row_logits, vocab, sample.token);
+        out.top.assign(sample.top.begin(), sample.top.begin() + sample.num_top);
+      }
+    } else {
+      out.token = greedy[row];
+    }
+    ++row;
+  }
+  return result;
+}
+
+}  // namespace kvserve

@@ -1,0 +1,66 @@
+// RunnerSequences: the per-sequence state a model runner keeps between steps, rebuilt from the
+// StepPlan's full data and deltas (step_plan.h), with the checks that keep a runner honest:
+// a sequence is known before it gets deltas, its block table covers every position it computes,
+// and it samples only when all its known tokens are computed. Both runners use it.
+//
+// Thread-safety: one thread (the engine thread).
+#ifndef KVSERVE_RUNNER_RUNNER_SEQUENCES_H_
+#define KVSERVE_RUNNER_RUNNER_SEQUENCES_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/container/node_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/step_plan.h"
+#include "kernels/sampling.h"
+
+namespace kvserve {
+
+struct RunnerSequence {
+  std::vector<TokenId> tokens;  // every known token
+  std::vector<BlockId> block_table;
+  int32_t num_computed_tokens = 0;
+  SequenceSampling sampling;
+
+  // Penalty history: the prompt and the output so far.
+  kernels::TokenHistory History() const;
+  // The RNG counter of the next token: the number of output tokens so far.
+  uint64_t NextTokenIndex() const {
+    return tokens.size() - static_cast<size_t>(sampling.num_prompt_tokens);
+  }
+};
+
+// One planned sequence after its deltas were applied: compute tokens [first, first + count).
+struct RunnerWork {
+  RunnerSequence* sequence = nullptr;
+  const ScheduledSequence* entry = nullptr;
+  int32_t first_position = 0;
+  int32_t num_tokens = 0;
+};
+
+class RunnerSequences {
+ public:
+  explicit RunnerSequences(int32_t block_size) : block_size_(block_size) {}
+
+  // Forgets plan.released, applies every entry's data or deltas and checks it (INTERNAL naming
+  // the sequence on a mismatch). The returned work is in plan order.
+  absl::StatusOr<std::vector<RunnerWork>> Apply(const StepPlan& plan);
+
+  // Marks the work computed (after the forward pass).
+  void Commit(const std::vector<RunnerWork>& work);
+
+  int32_t size() const { return static_cast<int32_t>(sequences_.size()); }
+
+ private:
+  int32_t block_size_;
+  absl::node_hash_map<SequenceId, RunnerSequence> sequences_;  // stable addresses
+};
+
+// 1-based rank of `token` in `logits` (larger first, ties by lower id), as output.proto defines.
+int32_t TokenRank(const float* logits /* [vocab] */, int32_t vocab, int32_t token);
+
+}  // namespace kvserve
+
+#endif  // KVSERVE_RUNNER_RUNNER_SEQUENCES_H_

@@ -1,0 +1,19 @@
+#include "tokenizer/prompt.h"
+
+namespace kvserve {
+
+RenderedPrompt RenderPrompt(const Tokenizer& tokenizer, const ChatTemplate* chat_template,
+                            const std::string* text, const std::vector<ChatMessage>* chat,
+                            std::optional<bool> add_special_tokens,
+                            std::optional<bool> add_generation_prompt) {
+  RenderedPrompt rendered;
+  if (chat != nullptr) {
+    rendered.rendered_chat = chat_template->Render(*chat, add_generation_prompt.value_or(true));
+  }
+  const bool special = add_special_tokens.value_or(chat == nullptr);
+  const std::string& input = chat != nullptr ? rendered.rendered_chat : *text;
+  rendered.token_ids = tokenizer.Encode(input, special && tokenizer.add_bos_by_default());
+  return rendered;
+}
+
+}  // namespace kvserve
