@@ -25,6 +25,7 @@
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/dtype.h"
+#include "tests/kernels/kernel_test_util.h"
 
 namespace kvserve::bench {
 namespace {
@@ -105,22 +106,17 @@ double TimeAttention(CudaBackend& backend, const DeviceMemory& k_cache, const De
   Upload(backend, d_context, context_lens);
   backend.Memset(d_q.ptr, 0x3C, static_cast<size_t>(tokens) * kHeads * kHeadDim * sizeof(float));
 
-  kernels::PagedAttentionParams p{};
-  p.q = d_q.as<float>();
-  p.out = d_out.as<float>();
-  p.query_start = d_query_start.as<int32_t>();
-  p.context_lens = d_context.as<int32_t>();
-  p.block_tables = d_tables.as<int32_t>();
-  p.num_tokens = tokens;
-  p.num_seqs = seqs;
-  p.num_heads = kHeads;
-  p.max_blocks_per_seq = blocks_per_seq;
-  p.max_query_len = query;
-  p.max_context_len = context;
-  p.scale = 0.088f;
-  p.cache = {k_cache.ptr, v_cache.ptr, num_blocks, kKvHeads, kBlockSize, kHeadDim, dtype};
-  p.workspace = workspace.ptr;
-  p.workspace_bytes = workspace_bytes;
+  const kernels::PagedAttentionParams p = kernels::testing::MakeAttentionParams(
+      {d_q.as<float>(), d_query_start.as<int32_t>(), d_context.as<int32_t>(),
+       d_tables.as<int32_t>()},
+      {.num_tokens = tokens,
+       .num_seqs = seqs,
+       .num_heads = kHeads,
+       .max_blocks_per_seq = blocks_per_seq,
+       .max_query_len = query,
+       .max_context_len = context},
+      {k_cache.ptr, v_cache.ptr, num_blocks, kKvHeads, kBlockSize, kHeadDim, dtype},
+      d_out.as<float>(), workspace.ptr, workspace_bytes);
   const double us = TimeUs([&] { backend.PagedAttention(p); });
   if (!backend.Synchronize()) return -1.0;
   return us;

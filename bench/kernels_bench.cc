@@ -146,22 +146,8 @@ void BM_PagedDecodeAttention(benchmark::State& state) {
   const AttentionShape shape{b.num_tokens, num_seqs, context, 9, 3, 64, 16};
   std::vector<char> workspace(cpu::AttentionWorkspaceBytes(shape, pool.num_threads()));
   std::vector<float> out(b.q.size());
-  PagedAttentionParams p{};
-  p.q = b.q.data();
-  p.out = out.data();
-  p.query_start = b.query_start.data();
-  p.context_lens = b.context_lens.data();
-  p.block_tables = b.block_tables.data();
-  p.num_tokens = b.num_tokens;
-  p.num_seqs = num_seqs;
-  p.num_heads = 9;
-  p.max_blocks_per_seq = b.max_blocks_per_seq;
-  p.max_query_len = 1;
-  p.max_context_len = context;
-  p.scale = 0.125f;
-  p.cache = view;
-  p.workspace = workspace.data();
-  p.workspace_bytes = workspace.size();
+  const PagedAttentionParams p =
+      testing::MakeAttentionParams(b, view, out.data(), workspace.data(), workspace.size());
   for (auto _ : state) {
     cpu::PagedAttention(p, &pool);
     benchmark::DoNotOptimize(out.data());

@@ -31,6 +31,14 @@
 
 #include "kernels/dtype.h"
 
+// Marks the few inline functions here that CUDA kernels call too (nvcc compiles them for both
+// sides); plain inline functions for any other compiler.
+#ifdef __CUDACC__
+#define KVSERVE_HOST_DEVICE __host__ __device__
+#else
+#define KVSERVE_HOST_DEVICE
+#endif
+
 namespace kvserve::kernels {
 
 // ---------------------------------------------------------------------------------------------
@@ -153,6 +161,16 @@ struct PagedKvView {
   int32_t head_dim;
   DType dtype = DType::kF32;
 };
+
+// Where row (block, kv_head, offset_in_block) of a PagedKvView's k or v starts, in elements, in
+// the layout [num_blocks, num_kv_heads, block_size, head_dim] (kvcache/kv_layout.h): the one
+// place the kernels compute it, on the host and on the device (KV writes and attention of every
+// backend). A token at slot s is at block s / block_size, offset s % block_size.
+KVSERVE_HOST_DEVICE inline int64_t KvRowOffset(const PagedKvView& cache, int64_t block,
+                                               int32_t kv_head, int32_t offset_in_block) {
+  return ((block * cache.num_kv_heads + kv_head) * cache.block_size + offset_in_block) *
+         cache.head_dim;
+}
 
 // Writes the new K/V of each token to its slot: cache.k[block, h, offset, :] = k[t, h, :] with
 // block = slot_mapping[t] / block_size, offset = slot_mapping[t] % block_size. Tokens whose slot

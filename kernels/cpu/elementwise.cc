@@ -106,10 +106,9 @@ void WriteKv(const KvWriteParams& p) {
     const int32_t slot = p.slot_mapping[t];
     if (slot < 0) continue;  // padding
     const int64_t block = slot / c.block_size;
-    const int64_t offset = slot % c.block_size;
+    const int32_t offset = slot % c.block_size;
     for (int h = 0; h < c.num_kv_heads; ++h) {
-      const int64_t dst =
-          ((block * c.num_kv_heads + h) * c.block_size + offset) * c.head_dim * elem_bytes;
+      const int64_t dst = KvRowOffset(c, block, h, offset) * elem_bytes;
       NarrowRow(p.k + t * k_stride + h * c.head_dim, c.dtype, c.head_dim,
                 static_cast<char*>(c.k) + dst);
       NarrowRow(p.v + t * v_stride + h * c.head_dim, c.dtype, c.head_dim,

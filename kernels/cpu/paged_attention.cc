@@ -280,7 +280,7 @@ void RunItem(const PagedAttentionParams& p, const WorkItem& item, float* scratch
   const int64_t head_block = static_cast<int64_t>(c.block_size) * head_dim;
   for (int32_t key_begin = 0; key_begin < num_keys; key_begin += c.block_size) {
     const int64_t block = block_table[key_begin / c.block_size];
-    const int64_t base = (block * c.num_kv_heads + item.kv_head) * head_block;
+    const int64_t base = KvRowOffset(c, block, item.kv_head, 0);
     const int block_keys = std::min<int>(c.block_size, num_keys - key_begin);  // the tile sees
     const float* k;  // [block_size, head_dim]
     const float* v;  // [block_size, head_dim]
@@ -299,7 +299,7 @@ void RunItem(const PagedAttentionParams& p, const WorkItem& item, float* scratch
       // Blocks are scattered, so the hardware prefetcher stops at each block's end: fetch the
       // next block's K and V while this one is computed.
       const int64_t next = block_table[key_begin / c.block_size + 1];
-      const int64_t next_base = (next * c.num_kv_heads + item.kv_head) * head_block;
+      const int64_t next_base = KvRowOffset(c, next, item.kv_head, 0);
       const auto* k_next = static_cast<const char*>(c.k) + next_base * elem_bytes;
       const auto* v_next = static_cast<const char*>(c.v) + next_base * elem_bytes;
       for (int64_t at = 0; at < head_block * elem_bytes; at += kCacheLineBytes) {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/quant_dispatch.h"
 #include "kernels/cpu/quant_linear.h"
 #include "kernels/cpu/quant_simd_util.h"
 
@@ -153,27 +154,14 @@ void RowTokens(const QuantRowsArgs& a, const uint8_t* row /* [row_bytes] */, int
 
 template <typename D>
 void Rows(const QuantRowsArgs& a, int32_t row_begin, int32_t row_end) {
-  for (int32_t o = row_begin; o < row_end; ++o) {
-    const uint8_t* row = a.w + o * a.row_bytes;  // [row_bytes]
-    int32_t t0 = 0;
-    for (; t0 + kTokenGroup <= a.num_tokens; t0 += kTokenGroup) {
-      RowTokens<D, kTokenGroup>(a, row, t0, o);
-    }
-    switch (a.num_tokens - t0) {
-      case 3:
-        RowTokens<D, 3>(a, row, t0, o);
-        break;
-      case 2:
-        RowTokens<D, 2>(a, row, t0, o);
-        break;
-      case 1:
-        RowTokens<D, 1>(a, row, t0, o);
-        break;
-      default:
-        break;
-    }
-  }
+  RowsInTokenGroups<kTokenGroup>(
+      a, row_begin, row_end,
+      [&a]<int kTokens>(TokenCount<kTokens>, const uint8_t* row, int32_t t0, int32_t o) {
+        RowTokens<D, kTokens>(a, row, t0, o);
+      });
 }
+
+using Decoders = QuantDecoders<Q8_0, Q4Legacy<false>, Q4Legacy<true>, QK<false>, QK<true>, Q6_K>;
 
 }  // namespace
 
@@ -212,22 +200,8 @@ void QuantizeActivationsAvx2(const float* x, int32_t num_tokens, int32_t in_feat
 }
 
 QuantRowsFn QuantRowsAvx2(DType w_dtype) {
-  switch (w_dtype) {
-    case DType::kQ8_0:
-      return &Rows<Q8_0>;
-    case DType::kQ4_0:
-      return &Rows<Q4Legacy<false>>;
-    case DType::kQ4_1:
-      return &Rows<Q4Legacy<true>>;
-    case DType::kQ4_K:
-      return &Rows<QK<false>>;
-    case DType::kQ5_K:
-      return &Rows<QK<true>>;
-    case DType::kQ6_K:
-      return &Rows<Q6_K>;
-    default:
-      return nullptr;
-  }
+  return Decoders::KernelFor<QuantRowsFn>(w_dtype,
+                                          []<typename D>(DecoderTag<D>) { return &Rows<D>; });
 }
 
 }  // namespace kvserve::kernels::cpu

@@ -5,6 +5,7 @@
 // the same decomposition the SIMD kernels use (they differ only in fp32 summation order).
 #include <cstring>
 
+#include "kernels/cpu/quant_dispatch.h"
 #include "kernels/cpu/quant_linear.h"
 
 namespace kvserve::kernels::cpu {
@@ -110,6 +111,8 @@ void Rows(const QuantRowsArgs& a, int32_t row_begin, int32_t row_end) {
   }
 }
 
+using Decoders = QuantDecoders<Q8_0, Q4Legacy<false>, Q4Legacy<true>, QK<false>, QK<true>, Q6_K>;
+
 }  // namespace
 
 void UnpackKScalesMins(const uint8_t* packed, uint8_t* scales, uint8_t* mins) {
@@ -122,22 +125,8 @@ void UnpackKScalesMins(const uint8_t* packed, uint8_t* scales, uint8_t* mins) {
 }
 
 QuantRowsFn QuantRowsScalar(DType w_dtype) {
-  switch (w_dtype) {
-    case DType::kQ8_0:
-      return &Rows<Q8_0>;
-    case DType::kQ4_0:
-      return &Rows<Q4Legacy<false>>;
-    case DType::kQ4_1:
-      return &Rows<Q4Legacy<true>>;
-    case DType::kQ4_K:
-      return &Rows<QK<false>>;
-    case DType::kQ5_K:
-      return &Rows<QK<true>>;
-    case DType::kQ6_K:
-      return &Rows<Q6_K>;
-    default:
-      return nullptr;
-  }
+  return Decoders::KernelFor<QuantRowsFn>(w_dtype,
+                                          []<typename D>(DecoderTag<D>) { return &Rows<D>; });
 }
 
 }  // namespace kvserve::kernels::cpu

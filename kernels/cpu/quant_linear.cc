@@ -1,5 +1,6 @@
-// QuantLinear: activation quantization, the choice of kernel by instruction set, and the split of
-// output rows over the thread pool (see quant_linear.h).
+// QuantLinear: the choice of kernel by instruction set and the split of output rows into pool
+// items (PlanItems), activation quantization (QuantizeInput), and the items themselves (RunItem);
+// see quant_linear.h.
 #include "kernels/cpu/quant_linear.h"
 
 #include <algorithm>
@@ -45,6 +46,136 @@ QuantPackedFn PackedKernelFor(DType w_dtype, CpuIsa isa) {
   return QuantPackedScalar(w_dtype);
 }
 
+void QuantizeActivationsWith(CpuIsa isa, const float* x /* [num_tokens, in_features] */,
+                             int32_t num_tokens, int32_t in_features,
+                             ActBlock* out /* [num_tokens, in_features / 32] */) {
+  switch (isa) {
+    case CpuIsa::kAvx512:
+      return QuantizeActivationsAvx512(x, num_tokens, in_features, out);
+    case CpuIsa::kAvx2:
+      return QuantizeActivationsAvx2(x, num_tokens, in_features, out);
+    case CpuIsa::kScalar:
+      return QuantizeActivations(x, num_tokens, in_features, out);
+  }
+}
+
+constexpr int kMaxProducts = 4;  // products of one loop; QuantLinear splits larger calls
+
+// The kernel of each product and its share of the loop: product i is items
+// [first_item[i], first_item[i + 1]), each rows_per_item output rows (its last one fewer). A
+// product's kernel is the one of tile, rows and packed that is set.
+struct ItemPlan {
+  QuantTileFn tile[kMaxProducts] = {};      // the tiled kernel, where its type has one (AVX-512)
+  QuantRowsFn rows[kMaxProducts] = {};      // else the row kernel
+  QuantPackedFn packed[kMaxProducts] = {};  // a packed weight's (LinearParams::w_packed)
+  int64_t first_item[kMaxProducts + 1] = {0};
+  int32_t rows_per_item = 0;
+  bool any_tile = false;  // the activations must be packed in pairs (QuantizeInput)
+};
+
+// Chooses the kernels of p[0 .. count) and splits their rows into items for num_threads threads.
+// REQUIRES: count <= kMaxProducts.
+ItemPlan PlanItems(const LinearParams* p, int count, int num_threads, CpuIsa isa) {
+  ItemPlan plan;
+  int64_t total_rows = 0;
+  for (int i = 0; i < count; ++i) total_rows += p[i].out_features;
+  plan.rows_per_item = static_cast<int32_t>(std::max<int64_t>(
+      kMinRowsPerItem,
+      (total_rows / (kItemsPerThread * num_threads) + kPackRows - 1) / kPackRows * kPackRows));
+  for (int i = 0; i < count; ++i) {
+    if (p[i].w_packed) {
+      plan.packed[i] = PackedKernelFor(p[i].w_dtype, isa);
+    } else {
+      plan.tile[i] = isa == CpuIsa::kAvx512 ? QuantTileAvx512(p[i].w_dtype) : nullptr;
+      plan.rows[i] = plan.tile[i] == nullptr ? KernelFor(p[i].w_dtype, isa) : nullptr;
+      plan.any_tile = plan.any_tile || plan.tile[i] != nullptr;
+    }
+    plan.first_item[i + 1] =
+        plan.first_item[i] + (p[i].out_features + plan.rows_per_item - 1) / plan.rows_per_item;
+  }
+  return plan;
+}
+
+// The activations of a call as the kernels read them, and the tiled kernel's scratch, in buffers
+// of the calling thread (QuantizeInput).
+struct QuantizedInput {
+  const ActBlock* blocks;     // [num_tokens, num_blocks]
+  const ActPair* pairs;       // [num_tokens, num_pairs]; only with a tiled kernel
+  const float* sums;          // [num_tokens, sums_stride]; only with a tiled kernel
+  WeightPair* scratch_pairs;  // [num_threads, kQuantTileRows, num_pairs]; only with a tiled kernel
+  float* scratch_offsets;     // [num_threads, kQuantTileRows, sums_stride]; the same
+  int32_t num_tokens;
+  int32_t num_blocks;
+  int32_t num_pairs;
+  int32_t sums_stride;
+};
+
+// Quantizes p.x (the input of every product of a call) with the kernel of isa; with_pairs: packs
+// it in pairs too and sizes the tiled kernel's scratch for num_threads threads.
+QuantizedInput QuantizeInput(const LinearParams& p, bool with_pairs, int num_threads, CpuIsa isa) {
+  // Buffers grown once to the largest call, then reused: no allocation in steady state. They are
+  // the calling thread's: the pool threads use them (through the pointers taken here; a
+  // thread_local named in the loop body would be the pool thread's own) while it waits.
+  thread_local std::vector<ActBlock> activations;
+  thread_local std::vector<ActPair> pairs;
+  thread_local std::vector<float> sums;
+  thread_local std::vector<WeightPair> scratch_pairs;
+  thread_local std::vector<float> scratch_offsets;
+  const auto grow = [](auto& buffer, size_t size) {
+    if (buffer.size() < size) buffer.resize(size);
+  };
+  QuantizedInput in{};
+  in.num_tokens = p.num_tokens;
+  in.num_blocks = p.in_features / kActBlock;
+  in.num_pairs = (in.num_blocks + 1) / 2;
+  in.sums_stride = (in.num_blocks + 15) / 16 * 16;
+  grow(activations, static_cast<size_t>(in.num_tokens) * in.num_blocks);
+  QuantizeActivationsWith(isa, p.x, in.num_tokens, p.in_features, activations.data());
+  if (with_pairs) {
+    grow(pairs, static_cast<size_t>(in.num_tokens) * in.num_pairs);
+    grow(sums, static_cast<size_t>(in.num_tokens) * in.sums_stride);
+    grow(scratch_pairs, static_cast<size_t>(num_threads) * kQuantTileRows * in.num_pairs);
+    grow(scratch_offsets, static_cast<size_t>(num_threads) * kQuantTileRows * in.sums_stride);
+    PackActivationPairs(activations.data(), in.num_tokens, in.num_blocks, pairs.data(), sums.data(),
+                        in.sums_stride);
+  }
+  in.blocks = activations.data();
+  in.pairs = pairs.data();
+  in.sums = sums.data();
+  in.scratch_pairs = scratch_pairs.data();
+  in.scratch_offsets = scratch_offsets.data();
+  return in;
+}
+
+// Computes pool item `item` of plan: a run of output rows of one product, on thread thread_index
+// (whose share of the tile scratch it uses).
+void RunItem(const LinearParams* p, const ItemPlan& plan, const QuantizedInput& in, int64_t item,
+             int thread_index) {
+  int i = 0;
+  while (item >= plan.first_item[i + 1]) ++i;
+  const LinearParams& product = p[i];
+  const auto begin = static_cast<int32_t>((item - plan.first_item[i]) * plan.rows_per_item);
+  const int32_t end = std::min<int32_t>(begin + plan.rows_per_item, product.out_features);
+  const auto* w = static_cast<const uint8_t*>(product.w);
+  const int64_t row_bytes = RowBytes(product.w_dtype, product.in_features);
+  if (plan.tile[i] != nullptr) {
+    const QuantTileArgs args{
+        w,        row_bytes, in.num_blocks, in.num_pairs, in.sums_stride,
+        in.pairs, in.sums,   in.num_tokens, product.y,    product.out_features};
+    plan.tile[i](args, begin, end,
+                 {in.scratch_pairs + int64_t{thread_index} * kQuantTileRows * in.num_pairs,
+                  in.scratch_offsets + int64_t{thread_index} * kQuantTileRows * in.sums_stride});
+    return;
+  }
+  const QuantRowsArgs args{w,         row_bytes,           in.num_blocks, in.blocks, in.num_tokens,
+                           product.y, product.out_features};
+  if (plan.packed[i] != nullptr) {
+    plan.packed[i](args, begin, end);
+  } else {
+    plan.rows[i](args, begin, end);
+  }
+}
+
 }  // namespace
 
 void QuantizeActivations(const float* x, int32_t num_tokens, int32_t in_features, ActBlock* out) {
@@ -86,105 +217,22 @@ void PackActivationPairs(const ActBlock* blocks, int32_t num_tokens, int32_t num
 }
 
 void QuantLinear(const LinearParams* p, int count, ThreadPool* pool, CpuIsa isa) {
-  constexpr int kMaxProducts = 4;
   if (count > kMaxProducts) {  // more than a layer's q, k, v: in groups
     QuantLinear(p, kMaxProducts, pool, isa);
     QuantLinear(p + kMaxProducts, count - kMaxProducts, pool, isa);
     return;
   }
-  // Buffers grown once to the largest call, then reused: no allocation in steady state. They are
-  // the calling thread's: the pool threads use them (through the pointers taken here; a
-  // thread_local named in the loop body would be the pool thread's own) while it waits.
-  thread_local std::vector<ActBlock> activations;
-  thread_local std::vector<ActPair> pairs;
-  thread_local std::vector<float> sums;
-  thread_local std::vector<WeightPair> scratch_pairs;
-  thread_local std::vector<float> scratch_offsets;
-  const auto grow = [](auto& buffer, size_t size) {
-    if (buffer.size() < size) buffer.resize(size);
-  };
-  const int32_t num_tokens = p[0].num_tokens;
-  const int32_t num_blocks = p[0].in_features / kActBlock;
-  const int32_t num_pairs = (num_blocks + 1) / 2;
-  const int32_t sums_stride = (num_blocks + 15) / 16 * 16;
-  grow(activations, static_cast<size_t>(num_tokens) * num_blocks);
-  switch (isa) {
-    case CpuIsa::kAvx512:
-      QuantizeActivationsAvx512(p[0].x, num_tokens, p[0].in_features, activations.data());
-      break;
-    case CpuIsa::kAvx2:
-      QuantizeActivationsAvx2(p[0].x, num_tokens, p[0].in_features, activations.data());
-      break;
-    case CpuIsa::kScalar:
-      QuantizeActivations(p[0].x, num_tokens, p[0].in_features, activations.data());
-      break;
-  }
-
-  // Per product: the tiled kernel where there is one for its type (the activations are then
-  // packed in pairs, once), else the row kernel; and where its items start in the shared loop.
-  QuantTileFn tiles[kMaxProducts] = {};
-  QuantRowsFn rows[kMaxProducts] = {};
-  QuantPackedFn packed_fns[kMaxProducts] = {};
-  int64_t first_item[kMaxProducts + 1] = {0};
-  bool any_tile = false;
   const int num_threads = pool != nullptr ? pool->num_threads() : 1;
-  int64_t total_rows = 0;
-  for (int i = 0; i < count; ++i) total_rows += p[i].out_features;
-  const auto rows_per_item = static_cast<int32_t>(std::max<int64_t>(
-      kMinRowsPerItem,
-      (total_rows / (kItemsPerThread * num_threads) + kPackRows - 1) / kPackRows * kPackRows));
-  for (int i = 0; i < count; ++i) {
-    if (p[i].w_packed) {
-      packed_fns[i] = PackedKernelFor(p[i].w_dtype, isa);
-    } else {
-      tiles[i] = isa == CpuIsa::kAvx512 ? QuantTileAvx512(p[i].w_dtype) : nullptr;
-      rows[i] = tiles[i] == nullptr ? KernelFor(p[i].w_dtype, isa) : nullptr;
-      any_tile = any_tile || tiles[i] != nullptr;
-    }
-    first_item[i + 1] = first_item[i] + (p[i].out_features + rows_per_item - 1) / rows_per_item;
-  }
-  if (any_tile) {
-    grow(pairs, static_cast<size_t>(num_tokens) * num_pairs);
-    grow(sums, static_cast<size_t>(num_tokens) * sums_stride);
-    grow(scratch_pairs, static_cast<size_t>(num_threads) * kQuantTileRows * num_pairs);
-    grow(scratch_offsets, static_cast<size_t>(num_threads) * kQuantTileRows * sums_stride);
-    PackActivationPairs(activations.data(), num_tokens, num_blocks, pairs.data(), sums.data(),
-                        sums_stride);
-  }
-  const ActBlock* const blocks = activations.data();
-  const ActPair* const packed = pairs.data();
-  const float* const block_sums = sums.data();
-  WeightPair* const all_pairs = scratch_pairs.data();
-  float* const all_offsets = scratch_offsets.data();
-
+  const ItemPlan plan = PlanItems(p, count, num_threads, isa);
+  const QuantizedInput input = QuantizeInput(p[0], plan.any_tile, num_threads, isa);
   const auto body = [&](int64_t item, int thread_index) {
-    int i = 0;
-    while (item >= first_item[i + 1]) ++i;
-    const LinearParams& product = p[i];
-    const auto begin = static_cast<int32_t>((item - first_item[i]) * rows_per_item);
-    const int32_t end = std::min<int32_t>(begin + rows_per_item, product.out_features);
-    const auto* w = static_cast<const uint8_t*>(product.w);
-    const int64_t row_bytes = RowBytes(product.w_dtype, product.in_features);
-    if (packed_fns[i] != nullptr) {
-      const QuantRowsArgs args{w,          row_bytes, num_blocks,          blocks,
-                               num_tokens, product.y, product.out_features};
-      packed_fns[i](args, begin, end);
-    } else if (tiles[i] != nullptr) {
-      const QuantTileArgs args{w,      row_bytes,  num_blocks, num_pairs, sums_stride,
-                               packed, block_sums, num_tokens, product.y, product.out_features};
-      tiles[i](args, begin, end,
-               {all_pairs + int64_t{thread_index} * kQuantTileRows * num_pairs,
-                all_offsets + int64_t{thread_index} * kQuantTileRows * sums_stride});
-    } else {
-      const QuantRowsArgs args{w,          row_bytes, num_blocks,          blocks,
-                               num_tokens, product.y, product.out_features};
-      rows[i](args, begin, end);
-    }
+    RunItem(p, plan, input, item, thread_index);
   };
+  const int64_t num_items = plan.first_item[count];
   if (pool == nullptr) {
-    for (int64_t item = 0; item < first_item[count]; ++item) body(item, 0);
+    for (int64_t item = 0; item < num_items; ++item) body(item, 0);
   } else {
-    pool->ParallelFor(first_item[count], body);
+    pool->ParallelFor(num_items, body);
   }
 }
 

@@ -10,8 +10,9 @@
 // Kernels come per instruction set (cpu_isa.h): quant_dot_scalar.cc (reference, any CPU),
 // quant_dot_avx2.cc (AVX2 maddubs), quant_dot_avx512.cc (AVX-512 VNNI vpdpbusd). Each computes
 // output rows [row_begin, row_end) for all tokens, reading each weight block once per group of
-// up to four tokens while it sits in registers. QuantLinear quantizes x into a scratch buffer
-// that only grows (thread_local of the calling thread) and splits rows over the pool.
+// up to four tokens while it sits in registers (their choice by weight type and their row loop:
+// quant_dispatch.h). QuantLinear quantizes x into a scratch buffer that only grows (thread_local
+// of the calling thread) and splits rows over the pool.
 //
 // This header is included by the files compiled with -mavx2 / -mavx512*: it holds only
 // declarations and plain structs, and those files call no inline function of a shared header (an

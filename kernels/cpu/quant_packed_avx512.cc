@@ -17,6 +17,7 @@
 #include <cstring>
 #include <utility>
 
+#include "kernels/cpu/quant_dispatch.h"
 #include "kernels/cpu/quant_linear.h"
 
 namespace kvserve::kernels::cpu {
@@ -141,19 +142,13 @@ void Packed(const QuantRowsArgs& a, int32_t row_begin, int32_t row_end) {
   }
 }
 
+using Decoders = QuantDecoders<Q8_0, Q4Legacy<false>, Q4Legacy<true>>;
+
 }  // namespace
 
 QuantPackedFn QuantPackedAvx512(DType w_dtype) {
-  switch (w_dtype) {
-    case DType::kQ8_0:
-      return &Packed<Q8_0>;
-    case DType::kQ4_0:
-      return &Packed<Q4Legacy<false>>;
-    case DType::kQ4_1:
-      return &Packed<Q4Legacy<true>>;
-    default:
-      return nullptr;
-  }
+  return Decoders::KernelFor<QuantPackedFn>(w_dtype,
+                                            []<typename D>(DecoderTag<D>) { return &Packed<D>; });
 }
 
 }  // namespace kvserve::kernels::cpu

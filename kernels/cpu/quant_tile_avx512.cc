@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "kernels/cpu/quant_avx512_util.h"
+#include "kernels/cpu/quant_dispatch.h"
 #include "kernels/cpu/quant_linear.h"
 
 namespace kvserve::kernels::cpu {
@@ -181,23 +182,14 @@ void Rows(const QuantTileArgs& a, int32_t row_begin, int32_t row_end,
   }
 }
 
+// No Q6_K: see QuantTileAvx512 in quant_linear.h.
+using Decoders = QuantDecoders<Q8_0, Q4Legacy<false>, Q4Legacy<true>, QK<false>, QK<true>>;
+
 }  // namespace
 
 QuantTileFn QuantTileAvx512(DType w_dtype) {
-  switch (w_dtype) {
-    case DType::kQ8_0:
-      return &Rows<Q8_0>;
-    case DType::kQ4_0:
-      return &Rows<Q4Legacy<false>>;
-    case DType::kQ4_1:
-      return &Rows<Q4Legacy<true>>;
-    case DType::kQ4_K:
-      return &Rows<QK<false>>;
-    case DType::kQ5_K:
-      return &Rows<QK<true>>;
-    default:
-      return nullptr;
-  }
+  return Decoders::KernelFor<QuantTileFn>(w_dtype,
+                                          []<typename D>(DecoderTag<D>) { return &Rows<D>; });
 }
 
 }  // namespace kvserve::kernels::cpu

@@ -121,8 +121,7 @@ __global__ void __launch_bounds__(kAttentionWarps* kWarpSize) PagedDecodeKernel(
       const int key = base + u;
       if (key < key_end) {
         const int64_t block = block_table[key / c.block_size];
-        const int64_t row =
-            ((block * c.num_kv_heads + kv_head) * c.block_size + key % c.block_size) * kHeadDim;
+        const int64_t row = KvRowOffset(c, block, kv_head, key % c.block_size);
         LoadLaneSlice<kHeadDim, T, kPerLane>(k_cache + row, lane, k_reg[u]);
         LoadLaneSlice<kHeadDim, T, kPerLane>(v_cache + row, lane, v_reg[u]);
       }

@@ -113,8 +113,7 @@ __global__ void __launch_bounds__(kPrefillThreads) PagedPrefillKernel(AttentionL
       float k_vals[kChunk], v_vals[kChunk];
       if (key < num_keys) {
         const int64_t block = block_table[key / c.block_size];
-        const int64_t row =
-            ((block * c.num_kv_heads + kv_head) * c.block_size + key % c.block_size) * kHeadDim;
+        const int64_t row = KvRowOffset(c, block, kv_head, key % c.block_size);
         LoadWidened<T, kChunk>(k_cache + row + d0, k_vals);
         LoadWidened<T, kChunk>(v_cache + row + d0, v_vals);
       } else {

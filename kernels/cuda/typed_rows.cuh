@@ -28,13 +28,13 @@ __global__ void WriteKvKernel(KvWriteParams p, int64_t k_stride, int64_t v_strid
   if (slot < 0) return;  // padding
   const PagedKvView& c = p.cache;
   const int64_t block = slot / c.block_size;
-  const int64_t offset = slot % c.block_size;
+  const int32_t offset = slot % c.block_size;
   T* k_cache = static_cast<T*>(c.k);
   T* v_cache = static_cast<T*>(c.v);
   for (int idx = threadIdx.x; idx < c.num_kv_heads * c.head_dim; idx += blockDim.x) {
     const int h = idx / c.head_dim;
     const int d = idx % c.head_dim;
-    const int64_t dst = ((block * c.num_kv_heads + h) * c.block_size + offset) * c.head_dim + d;
+    const int64_t dst = KvRowOffset(c, block, h, offset) + d;
     k_cache[dst] = FromFloat<T>(p.k[t * k_stride + idx]);
     v_cache[dst] = FromFloat<T>(p.v[t * v_stride + idx]);
   }

@@ -7,7 +7,6 @@
 // Skips where no CUDA device is present; ctest label gpu.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstdio>
 #include <sstream>
 #include <tuple>
@@ -21,11 +20,15 @@
 namespace kvserve::kernels {
 namespace {
 
+using testing::AttentionInputs;
+using testing::AttentionSizes;
 using testing::DeviceBuffer;
 using testing::ExpectNear;
+using testing::MakeAttentionParams;
 using testing::MakePagedBatch;
 using testing::PagedBatch;
 using testing::SeqSpec;
+using testing::SizesOf;
 using testing::StoreAs;
 
 struct AttentionConfig {
@@ -68,41 +71,19 @@ void ExpectAttentionMatchesCpu(cuda::CudaBackend* gpu, const std::vector<SeqSpec
                              b.block_size};
   cpu::ThreadPool pool(2);
   std::vector<char> cpu_ws(cpu::AttentionWorkspaceBytes(shape, 2));
-  PagedAttentionParams p{};
-  p.q = b.q.data();
-  p.out = out.data();
-  p.query_start = b.query_start.data();
-  p.context_lens = b.context_lens.data();
-  p.block_tables = b.block_tables.data();
-  p.num_tokens = b.num_tokens;
-  p.num_seqs = static_cast<int32_t>(seqs.size());
-  p.num_heads = b.num_heads;
-  p.max_blocks_per_seq = b.max_blocks_per_seq;
-  p.max_query_len = b.max_query_len;
-  p.max_context_len = b.max_context_len;
-  p.scale = 1.0f / std::sqrt(static_cast<float>(b.head_dim));
-  p.cache = view;
-  p.workspace = cpu_ws.data();
-  p.workspace_bytes = cpu_ws.size();
-  cpu::PagedAttention(p, &pool);
+  cpu::PagedAttention(MakeAttentionParams(b, view, out.data(), cpu_ws.data(), cpu_ws.size()),
+                      &pool);
 
   const size_t planned = gpu->AttentionWorkspaceBytes(shape);
   DeviceBuffer<uint8_t> gpu_ws{std::vector<uint8_t>(planned)};
   std::printf("%s head_dim %d block %d group %d: workspace bytes 0 and %zu\n",
               DTypeName(config.dtype), b.head_dim, b.block_size, config.group, planned);
-  PagedAttentionParams dp = p;
-  dp.q = d_q.get();
-  dp.out = d_out.get();
-  dp.query_start = d_query_start.get();
-  dp.context_lens = d_context.get();
-  dp.block_tables = d_tables.get();
-  dp.cache = d_view;
+  const AttentionInputs d_in{d_q.get(), d_query_start.get(), d_context.get(), d_tables.get()};
   for (size_t ws : {size_t{0}, planned}) {
     SCOPED_TRACE(::testing::Message() << "workspace bytes " << ws);
     d_out.Upload(std::vector<float>(out.size(), fill));
-    dp.workspace = gpu_ws.get();
-    dp.workspace_bytes = ws;
-    gpu->PagedAttention(dp);
+    gpu->PagedAttention(
+        MakeAttentionParams(d_in, SizesOf(b), d_view, d_out.get(), gpu_ws.get(), ws));
     ASSERT_TRUE(gpu->Synchronize());
     ExpectNear(d_out.ToHost(), out, 1e-4f);
   }
@@ -173,21 +154,15 @@ TEST_F(CudaAttentionShapesTest, UnsupportedHeadDimIsAReportedError) {
   std::vector<int32_t> zeros(4, 0);
   DeviceBuffer<int32_t> d_meta(zeros);
   DeviceBuffer<float> d_buf(std::vector<float>(4 * 48));
-  PagedAttentionParams p{};
-  p.q = d_buf.get();
-  p.out = d_buf.get();
-  p.query_start = d_meta.get();
-  p.context_lens = d_meta.get();
-  p.block_tables = d_meta.get();
-  p.num_tokens = 1;
-  p.num_seqs = 1;
-  p.num_heads = 1;
-  p.max_blocks_per_seq = 1;
-  p.max_query_len = 1;
-  p.max_context_len = 1;
-  p.scale = 1.0f;
-  p.cache = {d_buf.get(), d_buf.get(), 1, 1, 1, 48, DType::kF32};
-  gpu_->PagedAttention(p);
+  const AttentionInputs in{d_buf.get(), d_meta.get(), d_meta.get(), d_meta.get()};
+  const AttentionSizes one{.num_tokens = 1,
+                           .num_seqs = 1,
+                           .num_heads = 1,
+                           .max_blocks_per_seq = 1,
+                           .max_query_len = 1,
+                           .max_context_len = 1};
+  const PagedKvView head_dim_48{d_buf.get(), d_buf.get(), 1, 1, 1, 48, DType::kF32};
+  gpu_->PagedAttention(MakeAttentionParams(in, one, head_dim_48, d_buf.get(), nullptr, 0));
   EXPECT_FALSE(gpu_->Synchronize());
 }
 

@@ -5,7 +5,6 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -20,12 +19,15 @@
 namespace kvserve::kernels {
 namespace {
 
+using testing::AttentionSizes;
 using testing::CudaTest;
 using testing::DeviceBuffer;
 using testing::ExpectNear;
+using testing::MakeAttentionParams;
 using testing::MakePagedBatch;
 using testing::PagedBatch;
 using testing::RandomFloats;
+using testing::SizesOf;
 using testing::StoreAs;
 
 using CudaKernelsTest = CudaTest;
@@ -215,23 +217,13 @@ struct DecodeStep {
                                16384,          b.num_heads,
                                b.num_kv_heads, b.head_dim,
                                b.block_size};
-    attention.q = q.get();
-    attention.out = attn_out.get();
-    attention.query_start = query_start.get();
-    attention.context_lens = context_lens.get();
-    attention.block_tables = block_tables.get();
-    attention.num_tokens = b.num_tokens;
-    attention.num_seqs = static_cast<int32_t>(b.seqs.size());
-    attention.num_heads = b.num_heads;
-    attention.max_blocks_per_seq = b.max_blocks_per_seq;
-    attention.max_query_len = 1;
-    attention.max_context_len = 16384;  // planned for longer contexts than these: still right
-    attention.scale = 1.0f / std::sqrt(static_cast<float>(b.head_dim));
-    attention.cache = view;
     workspace_bytes = std::max<size_t>(1, gpu.AttentionWorkspaceBytes(shape));
     EXPECT_EQ(cudaMalloc(&workspace, workspace_bytes), cudaSuccess);
-    attention.workspace = workspace;
-    attention.workspace_bytes = workspace_bytes;
+    AttentionSizes sizes = SizesOf(b);  // decodes only: max_query_len 1
+    sizes.max_context_len = 16384;      // planned for longer contexts than these: still right
+    attention =
+        MakeAttentionParams({q.get(), query_start.get(), context_lens.get(), block_tables.get()},
+                            sizes, view, attn_out.get(), workspace, workspace_bytes);
     linear = {attn_out.get(),           w.get(), bias.get(),  y.get(), b.num_tokens,
               b.num_heads * b.head_dim, kOut,    DType::kBF16};
     argmax = {y.get(), ids.get(), b.num_tokens, kOut};

@@ -1,6 +1,7 @@
 // Helpers shared by the kernel tests and benchmarks: seeded random tensors, a random mixed
-// paged-attention batch with its plain (unpaged) K/V history, and the naive reference of
-// paged attention computed from that history. Host memory only; header-only.
+// paged-attention batch with its plain (unpaged) K/V history, the naive reference of paged
+// attention computed from that history, and the PagedAttentionParams of a batch. Host memory
+// only (the params may point at device copies); header-only.
 #ifndef KVSERVE_TESTS_KERNELS_KERNEL_TEST_UTIL_H_
 #define KVSERVE_TESTS_KERNELS_KERNEL_TEST_UTIL_H_
 
@@ -10,6 +11,8 @@
 #include <numeric>
 #include <random>
 #include <vector>
+
+#include "kernels/kernels.h"
 
 namespace kvserve::kernels::testing {
 
@@ -167,6 +170,67 @@ inline std::vector<float> ReferenceAttention(const PagedBatch& b, float scale) {
     }
   }
   return out;
+}
+
+// The query and metadata of an attention batch where a call reads them: a PagedBatch's own
+// vectors (HostInputs) or copies of them on a device.
+struct AttentionInputs {
+  const float* q;               // [num_tokens, num_heads, head_dim]
+  const int32_t* query_start;   // [num_seqs + 1]
+  const int32_t* context_lens;  // [num_seqs]
+  const int32_t* block_tables;  // [num_seqs, max_blocks_per_seq]
+};
+
+// The sizes of an attention batch (PagedAttentionParams's fields of the same names).
+struct AttentionSizes {
+  int32_t num_tokens;
+  int32_t num_seqs;
+  int32_t num_heads;
+  int32_t max_blocks_per_seq;
+  int32_t max_query_len;
+  int32_t max_context_len;
+};
+
+inline AttentionInputs HostInputs(const PagedBatch& b) {
+  return {b.q.data(), b.query_start.data(), b.context_lens.data(), b.block_tables.data()};
+}
+
+inline AttentionSizes SizesOf(const PagedBatch& b) {
+  return {b.num_tokens,    static_cast<int32_t>(b.seqs.size()),
+          b.num_heads,     b.max_blocks_per_seq,
+          b.max_query_len, b.max_context_len};
+}
+
+// Attention of the batch (in, sizes) over cache into out [num_tokens, num_heads, head_dim], with
+// scale 1 / sqrt(head_dim), a dense q and workspace_bytes of workspace (nullptr and 0: none).
+inline PagedAttentionParams MakeAttentionParams(const AttentionInputs& in,
+                                                const AttentionSizes& sizes,
+                                                const PagedKvView& cache, float* out,
+                                                void* workspace, size_t workspace_bytes) {
+  PagedAttentionParams p{};
+  p.q = in.q;
+  p.out = out;
+  p.query_start = in.query_start;
+  p.context_lens = in.context_lens;
+  p.block_tables = in.block_tables;
+  p.num_tokens = sizes.num_tokens;
+  p.num_seqs = sizes.num_seqs;
+  p.num_heads = sizes.num_heads;
+  p.max_blocks_per_seq = sizes.max_blocks_per_seq;
+  p.max_query_len = sizes.max_query_len;
+  p.max_context_len = sizes.max_context_len;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(cache.head_dim));
+  p.cache = cache;
+  p.workspace = workspace;
+  p.workspace_bytes = workspace_bytes;
+  return p;
+}
+
+// The same for batch b as it is in host memory.
+inline PagedAttentionParams MakeAttentionParams(const PagedBatch& b, const PagedKvView& cache,
+                                                float* out, void* workspace,
+                                                size_t workspace_bytes) {
+  return MakeAttentionParams(HostInputs(b), SizesOf(b), cache, out, workspace, workspace_bytes);
 }
 
 }  // namespace kvserve::kernels::testing

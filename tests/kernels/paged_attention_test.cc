@@ -15,6 +15,9 @@
 namespace kvserve::kernels {
 namespace {
 
+using testing::AttentionInputs;
+using testing::AttentionSizes;
+using testing::MakeAttentionParams;
 using testing::MakePagedBatch;
 using testing::PagedBatch;
 using testing::ReferenceAttention;
@@ -31,23 +34,8 @@ std::vector<float> RunCpuAttention(PagedBatch& b, cpu::ThreadPool* pool, float o
                              b.block_size};
   std::vector<char> workspace(cpu::AttentionWorkspaceBytes(shape, pool ? pool->num_threads() : 1));
   std::vector<float> out(static_cast<size_t>(b.num_tokens) * b.num_heads * b.head_dim, out_fill);
-  PagedAttentionParams p{};
-  p.q = b.q.data();
-  p.out = out.data();
-  p.query_start = b.query_start.data();
-  p.context_lens = b.context_lens.data();
-  p.block_tables = b.block_tables.data();
-  p.num_tokens = b.num_tokens;
-  p.num_seqs = static_cast<int32_t>(b.seqs.size());
-  p.num_heads = b.num_heads;
-  p.max_blocks_per_seq = b.max_blocks_per_seq;
-  p.max_query_len = b.max_query_len;
-  p.max_context_len = b.max_context_len;
-  p.scale = 1.0f / std::sqrt(static_cast<float>(b.head_dim));
-  p.cache = view;
-  p.workspace = workspace.data();
-  p.workspace_bytes = workspace.size();
-  cpu::PagedAttention(p, pool);
+  cpu::PagedAttention(MakeAttentionParams(b, view, out.data(), workspace.data(), workspace.size()),
+                      pool);
   return out;
 }
 
@@ -127,28 +115,24 @@ TEST(PagedAttentionSingleTest, PrefillAndDecodeOfATokenAgreeBitForBit) {
     const AttentionShape shape{1, 1, len, heads, kv_heads, head_dim, block_size};
     std::vector<char> workspace(cpu::AttentionWorkspaceBytes(shape, 1));
     const int64_t row = int64_t{heads} * head_dim;
+    const PagedKvView view{b.k_cache.data(), b.v_cache.data(), b.num_blocks,
+                           kv_heads,         block_size,       head_dim};
     for (int i = 0; i < len; ++i) {
       const int32_t query_start[2] = {0, 1};
       const int32_t context_len = i + 1;
       std::vector<float> out(row);
-      PagedAttentionParams p{};
-      p.q = b.q.data() + i * row;
-      p.out = out.data();
-      p.query_start = query_start;
-      p.context_lens = &context_len;
-      p.block_tables = b.block_tables.data();
-      p.num_tokens = 1;
-      p.num_seqs = 1;
-      p.num_heads = heads;
-      p.max_blocks_per_seq = b.max_blocks_per_seq;
-      p.max_query_len = 1;
-      p.max_context_len = len;
-      p.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-      p.cache = PagedKvView{b.k_cache.data(), b.v_cache.data(), b.num_blocks,
-                            kv_heads,         block_size,       head_dim};
-      p.workspace = workspace.data();
-      p.workspace_bytes = workspace.size();
-      cpu::PagedAttention(p, nullptr);
+      // Token i alone: one sequence of one query token over the first i + 1 positions.
+      const AttentionInputs in{b.q.data() + i * row, query_start, &context_len,
+                               b.block_tables.data()};
+      const AttentionSizes sizes{.num_tokens = 1,
+                                 .num_seqs = 1,
+                                 .num_heads = heads,
+                                 .max_blocks_per_seq = b.max_blocks_per_seq,
+                                 .max_query_len = 1,
+                                 .max_context_len = len};
+      cpu::PagedAttention(
+          MakeAttentionParams(in, sizes, view, out.data(), workspace.data(), workspace.size()),
+          nullptr);
       ASSERT_EQ(out, std::vector<float>(prefill.begin() + i * row, prefill.begin() + (i + 1) * row))
           << "token " << i << ", block size " << block_size;
     }
@@ -187,23 +171,8 @@ TEST(PagedAttentionSingleTest, BackendInterfaceWorksWithOnePlanForSeveralBatches
     backend->WriteKv(
         {b.new_k.data(), b.new_v.data(), b.slot_mapping.data(), b.num_tokens, 0, 0, view});
     std::vector<float> out(b.q.size(), 0.0f);
-    PagedAttentionParams p{};
-    p.q = b.q.data();
-    p.out = out.data();
-    p.query_start = b.query_start.data();
-    p.context_lens = b.context_lens.data();
-    p.block_tables = b.block_tables.data();
-    p.num_tokens = b.num_tokens;
-    p.num_seqs = static_cast<int32_t>(seqs.size());
-    p.num_heads = 9;
-    p.max_blocks_per_seq = b.max_blocks_per_seq;
-    p.max_query_len = b.max_query_len;
-    p.max_context_len = b.max_context_len;
-    p.scale = 0.125f;
-    p.cache = view;
-    p.workspace = workspace.data();
-    p.workspace_bytes = workspace.size();
-    backend->PagedAttention(p);
+    backend->PagedAttention(
+        MakeAttentionParams(b, view, out.data(), workspace.data(), workspace.size()));
     ASSERT_TRUE(backend->Synchronize());
     ExpectMatchesReference(b, out, 0.0f);
   }
