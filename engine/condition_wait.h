@@ -1,7 +1,11 @@
 // WaitWithTimeout: waits on a std::condition_variable for a predicate with an absl::Duration
-// timeout (absl::InfiniteDuration() blocks, absl::ZeroDuration() only checks). The engine's
-// queues use std::mutex / std::condition_variable rather than absl::Mutex so that
-// ThreadSanitizer understands them (the system's absl is not built with TSAN annotations).
+// timeout (absl::InfiniteDuration() blocks, absl::ZeroDuration() only checks). Its callers are
+// the engine's hand-offs (RequestStream, StatusSubscription, Engine's inbox), which lock a
+// std::mutex and wait on std::condition_variables, where worker/ and router/ use absl::Mutex:
+// ThreadSanitizer (KVSERVE_SANITIZE=thread) sees a std::mutex through its pthread interceptors,
+// but not the system's absl::Mutex, which is built without TSAN annotations. The ABSL_GUARDED_BY
+// annotations on those std::mutex members name the guarding mutex for the reader; no compiler
+// checks them (libstdc++'s std::mutex is not an annotated capability).
 #ifndef KVSERVE_ENGINE_CONDITION_WAIT_H_
 #define KVSERVE_ENGINE_CONDITION_WAIT_H_
 

@@ -168,91 +168,102 @@ const std::vector<int32_t>& Engine::eos_token_ids() const { return core_->eos_to
 
 void Engine::Loop() {
   while (true) {
-    Inbox inbox;
-    bool draining = false;
-    int32_t num_taken = 0;
-    const bool busy = core_->has_work();
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      // An idle engine still wakes every kStatusHeartbeat and publishes its status, so a
-      // router can tell a live idle worker from a frozen one (router/worker_connection.h).
-      work_cv_.wait_for(lock, kStatusHeartbeat, [this, busy] {
-        return busy || stopping_ || wake_ || !inbox_.requests.empty() || !inbox_.aborts.empty() ||
-               !inbox_.subscriptions.empty();
-      });
-      if (stopping_) return;
-      std::swap(inbox, inbox_);
-      wake_ = false;
-      draining = !accepting_;
-      num_taken = static_cast<int32_t>(inbox.requests.size());
-    }
-    for (auto& request : inbox.requests) {
-      std::shared_ptr<RequestStream> stream = request->stream;
-      if (failed_engine_) {
-        stream->Close(absl::UnavailableError("engine failed"));
-      } else if (absl::Status status = core_->AddRequest(std::move(request)); !status.ok()) {
-        stream->Close(status);
-      }
-    }
-    for (const std::string& id : inbox.aborts) {
-      core_->AbortRequest(id, absl::CancelledError("request aborted")).IgnoreError();
-    }
-    for (auto& subscription : inbox.subscriptions) subscriptions_.push_back(subscription);
-
+    std::optional<TakenWork> taken = WaitForWork();
+    if (!taken.has_value()) return;  // stopping
+    AdmitTaken(&taken->inbox);
     if (!failed_engine_) {
-      if (absl::Status status = core_->Step(); !status.ok()) {
-        failed_engine_ = true;
-        // A runner failure is the worker's, not the request's: UNAVAILABLE when a rank of a
-        // tensor-parallel group is gone or timed out (UNAVAILABLE / DEADLINE_EXCEEDED from the
-        // communicator; DEADLINE_EXCEEDED would read as the client's own deadline),
-        // RESOURCE_EXHAUSTED when the device ran out of memory, else INTERNAL (the router
-        // migrates all three).
-        absl::StatusCode code = absl::StatusCode::kInternal;
-        switch (status.code()) {
-          case absl::StatusCode::kResourceExhausted:
-            code = absl::StatusCode::kResourceExhausted;
-            break;
-          case absl::StatusCode::kUnavailable:
-          case absl::StatusCode::kDeadlineExceeded:
-            code = absl::StatusCode::kUnavailable;
-            break;
-          default:
-            break;
-        }
-        // Say so first (Submit refuses, health turns NOT_SERVING), then end the requests: a
-        // router that retries one elsewhere must not pick this worker again.
-        std::function<void(const absl::Status&)> listener;
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          failure_ = status;
-          failed_ = true;
-          listener = failure_listener_;
-        }
-        if (listener) listener(status);
-        core_->AbortAll(absl::Status(code, absl::StrCat("engine failed: ", status.message())));
-      }
+      if (absl::Status status = core_->Step(); !status.ok()) FailEngine(status);
     }
-    const EngineStats stats = [&] {
-      EngineStats s = CoreStats();
-      s.draining = draining;
-      s.failed = failed_engine_;
-      return s;
-    }();
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      stats_ = stats;
-      // The taken requests now count in stats_.waiting_requests (or already ran).
-      queued_requests_ -= num_taken;
-      failed_ = failed_engine_;
-      // Forget finished requests (their streams are closed).
-      for (auto it = live_.begin(); it != live_.end();) {
-        auto current = it++;
-        if (current->second->closed()) live_.erase(current);
-      }
-      if (live_.empty()) idle_cv_.notify_all();
-    }
-    PublishStatus(stats);
+    EndStep(taken->draining, taken->num_requests);
   }
+}
+
+std::optional<Engine::TakenWork> Engine::WaitForWork() {
+  const bool busy = core_->has_work();
+  std::unique_lock<std::mutex> lock(mu_);
+  // An idle engine still wakes every kStatusHeartbeat and publishes its status, so a router can
+  // tell a live idle worker from a frozen one (router/worker_connection.h).
+  work_cv_.wait_for(lock, kStatusHeartbeat, [this, busy] {
+    return busy || stopping_ || wake_ || !inbox_.requests.empty() || !inbox_.aborts.empty() ||
+           !inbox_.subscriptions.empty();
+  });
+  if (stopping_) return std::nullopt;
+  TakenWork taken;
+  std::swap(taken.inbox, inbox_);
+  wake_ = false;
+  taken.draining = !accepting_;
+  taken.num_requests = static_cast<int32_t>(taken.inbox.requests.size());
+  return taken;
+}
+
+void Engine::AdmitTaken(Inbox* inbox) {
+  for (auto& request : inbox->requests) {
+    std::shared_ptr<RequestStream> stream = request->stream;
+    if (failed_engine_) {
+      stream->Close(absl::UnavailableError("engine failed"));
+    } else if (absl::Status status = core_->AddRequest(std::move(request)); !status.ok()) {
+      stream->Close(status);
+    }
+  }
+  for (const std::string& id : inbox->aborts) {
+    core_->AbortRequest(id, absl::CancelledError("request aborted")).IgnoreError();
+  }
+  for (auto& subscription : inbox->subscriptions) subscriptions_.push_back(subscription);
+}
+
+absl::Status Engine::StepFailureOutcome(const absl::Status& failure) {
+  // A runner failure is the worker's, not the request's: UNAVAILABLE when a rank of a
+  // tensor-parallel group is gone or timed out (UNAVAILABLE / DEADLINE_EXCEEDED from the
+  // communicator; DEADLINE_EXCEEDED would read as the client's own deadline), RESOURCE_EXHAUSTED
+  // when the device ran out of memory, else INTERNAL (the router migrates all three).
+  absl::StatusCode code = absl::StatusCode::kInternal;
+  switch (failure.code()) {
+    case absl::StatusCode::kResourceExhausted:
+      code = absl::StatusCode::kResourceExhausted;
+      break;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+      code = absl::StatusCode::kUnavailable;
+      break;
+    default:
+      break;
+  }
+  return absl::Status(code, absl::StrCat("engine failed: ", failure.message()));
+}
+
+void Engine::FailEngine(const absl::Status& failure) {
+  failed_engine_ = true;
+  // Say so first (Submit refuses, health turns NOT_SERVING), then end the requests: a router
+  // that retries one elsewhere must not pick this worker again.
+  std::function<void(const absl::Status&)> listener;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    failure_ = failure;
+    failed_ = true;
+    listener = failure_listener_;
+  }
+  if (listener) listener(failure);
+  core_->AbortAll(StepFailureOutcome(failure));
+}
+
+void Engine::EndStep(bool draining, int32_t num_taken) {
+  EngineStats stats = CoreStats();
+  stats.draining = draining;
+  stats.failed = failed_engine_;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    stats_ = stats;
+    // The taken requests now count in stats_.waiting_requests (or already ran).
+    queued_requests_ -= num_taken;
+    failed_ = failed_engine_;
+    // Forget finished requests (their streams are closed).
+    for (auto it = live_.begin(); it != live_.end();) {
+      auto current = it++;
+      if (current->second->closed()) live_.erase(current);
+    }
+    if (live_.empty()) idle_cv_.notify_all();
+  }
+  PublishStatus(stats);
 }
 
 void Engine::PublishStatus(const EngineStats& stats) {

@@ -30,6 +30,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -114,8 +115,29 @@ class Engine {
     std::vector<std::shared_ptr<StatusSubscription>> subscriptions;
   };
 
+  // What one turn of the loop took from the inbox.
+  struct TakenWork {
+    Inbox inbox;
+    bool draining = false;     // Submit was closed (StopAccepting) when it was taken
+    int32_t num_requests = 0;  // inbox.requests.size(), still counted in queued_requests_
+  };
+
   Engine(const EngineOptions& options, std::unique_ptr<EngineCore> core);
+  // The engine thread: wait, admit, step, publish, until Shutdown. The functions below are its
+  // parts and run on the engine thread only.
   void Loop();
+  // Waits for work (or the status heartbeat) and takes the inbox; nullopt once stopping.
+  std::optional<TakenWork> WaitForWork();
+  // Hands the taken requests, aborts and subscriptions to the core.
+  void AdmitTaken(Inbox* inbox);
+  // What the requests of a failed step end with, given the runner's error (see
+  // SetFailureListener).
+  static absl::Status StepFailureOutcome(const absl::Status& failure);
+  // The runner failed in a step: records it, tells the listener, ends every request.
+  void FailEngine(const absl::Status& failure);
+  // After a step: publishes the stats, forgets finished requests, wakes WaitIdle, notifies the
+  // status subscribers.
+  void EndStep(bool draining, int32_t num_taken);
   // Publishes the KV events since the last call and `stats` to the subscriptions.
   void PublishStatus(const EngineStats& stats);
   // The core's stats with the engine's own limits.

@@ -9,7 +9,7 @@ namespace kvserve {
 
 absl::StatusOr<std::unique_ptr<OpenAiHttpService>> OpenAiHttpService::Start(
     GenerationBackend* backend, absl::string_view listen, int port,
-    std::vector<std::string> model_aliases) {
+    std::vector<std::string> model_aliases, prometheus::Exposer* exposer) {
   std::unique_ptr<OpenAiHttpService> service(new OpenAiHttpService());
   service->metrics_ = std::make_shared<HttpMetrics>();
   service->front_end_ = std::make_unique<OpenAiFrontEnd>(
@@ -28,6 +28,7 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpService>> OpenAiHttpService::Start(
     return absl::InvalidArgumentError(absl::StrCat("--http_port: ", started.status().message()));
   }
   service->server_ = *std::move(started);
+  exposer->RegisterCollectable(service->metrics_);
   return service;
 }
 

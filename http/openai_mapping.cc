@@ -56,27 +56,15 @@ class Fields {
   }
 
   absl::Status String(const char* name, std::optional<std::string>* out) const {
-    const Json* value = Find(name);
-    if (value == nullptr) return absl::OkStatus();
-    if (!value->is_string()) return WrongType(name, "a string", *value);
-    *out = value->get<std::string>();
-    return absl::OkStatus();
+    return Typed(name, &Json::is_string, "a string", out);
   }
 
   absl::Status Bool(const char* name, std::optional<bool>* out) const {
-    const Json* value = Find(name);
-    if (value == nullptr) return absl::OkStatus();
-    if (!value->is_boolean()) return WrongType(name, "a boolean", *value);
-    *out = value->get<bool>();
-    return absl::OkStatus();
+    return Typed(name, &Json::is_boolean, "a boolean", out);
   }
 
   absl::Status Number(const char* name, std::optional<double>* out) const {
-    const Json* value = Find(name);
-    if (value == nullptr) return absl::OkStatus();
-    if (!value->is_number()) return WrongType(name, "a number", *value);
-    *out = value->get<double>();
-    return absl::OkStatus();
+    return Typed(name, &Json::is_number, "a number", out);
   }
 
   absl::Status Int64(const char* name, std::optional<int64_t>* out) const {
@@ -105,6 +93,17 @@ class Fields {
   }
 
  private:
+  // The field as T when `is_type` says it has the JSON type `expected` names.
+  template <typename T>
+  absl::Status Typed(const char* name, bool (Json::*is_type)() const, const char* expected,
+                     std::optional<T>* out) const {
+    const Json* value = Find(name);
+    if (value == nullptr) return absl::OkStatus();
+    if (!(value->*is_type)()) return WrongType(name, expected, *value);
+    *out = value->get<T>();
+    return absl::OkStatus();
+  }
+
   const Json& object_;
 };
 
@@ -257,101 +256,135 @@ absl::Status Stop(const Fields& fields, v1::SamplingParams* sampling) {
   return absl::OkStatus();
 }
 
-// Everything of SamplingParams, plus the parts of OpenAiRequest that shape the response.
-absl::Status Sampling(OpenAiEndpoint endpoint, const Fields& fields,
-                      const OpenAiMappingOptions& options, v1::SamplingParams* sampling,
-                      OpenAiRequest* out) {
+// A float field of SamplingParams from the JSON number `name`, when present.
+absl::Status FloatField(const Fields& fields, const char* name,
+                        void (v1::SamplingParams::*set)(float), v1::SamplingParams* sampling) {
   std::optional<double> number;
-  std::optional<int32_t> integer;
-  std::optional<bool> flag;
-  KVSERVE_RETURN_IF_ERROR(fields.Number("temperature", &number));
-  if (number) sampling->set_temperature(ToFloat(*number));
-  number.reset();
-  KVSERVE_RETURN_IF_ERROR(fields.Number("top_p", &number));
-  if (number) sampling->set_top_p(ToFloat(*number));
-  number.reset();
-  KVSERVE_RETURN_IF_ERROR(fields.Int32("top_k", &integer));
-  if (integer) sampling->set_top_k(*integer == -1 ? 0 : *integer);  // vLLM: -1 = off
-  integer.reset();
-  KVSERVE_RETURN_IF_ERROR(fields.Number("min_p", &number));
-  if (number) sampling->set_min_p(ToFloat(*number));
-  number.reset();
-  KVSERVE_RETURN_IF_ERROR(fields.Number("presence_penalty", &number));
-  if (number) sampling->set_presence_penalty(ToFloat(*number));
-  number.reset();
-  KVSERVE_RETURN_IF_ERROR(fields.Number("frequency_penalty", &number));
-  if (number) sampling->set_frequency_penalty(ToFloat(*number));
-  number.reset();
-  KVSERVE_RETURN_IF_ERROR(fields.Number("repetition_penalty", &number));
-  if (number) sampling->set_repetition_penalty(ToFloat(*number));
-  number.reset();
+  KVSERVE_RETURN_IF_ERROR(fields.Number(name, &number));
+  if (number) (sampling->*set)(ToFloat(*number));
+  return absl::OkStatus();
+}
 
-  KVSERVE_RETURN_IF_ERROR(fields.Int32("n", &integer));
-  if (integer) {
-    // 0 would mean "default" in the proto; OpenAI refuses it.
-    if (*integer < 1) return Invalid("n", absl::StrCat("must be >= 1, got ", *integer));
-    sampling->set_n(*integer);
-    out->n = *integer;
-  }
-  integer.reset();
+// temperature, top_p, top_k and min_p.
+absl::Status SamplingNumbers(const Fields& fields, v1::SamplingParams* sampling) {
+  KVSERVE_RETURN_IF_ERROR(
+      FloatField(fields, "temperature", &v1::SamplingParams::set_temperature, sampling));
+  KVSERVE_RETURN_IF_ERROR(FloatField(fields, "top_p", &v1::SamplingParams::set_top_p, sampling));
+  std::optional<int32_t> top_k;
+  KVSERVE_RETURN_IF_ERROR(fields.Int32("top_k", &top_k));
+  if (top_k) sampling->set_top_k(*top_k == -1 ? 0 : *top_k);  // vLLM: -1 = off
+  return FloatField(fields, "min_p", &v1::SamplingParams::set_min_p, sampling);
+}
 
-  // max_completion_tokens is the newer name of max_tokens in chat.
+// presence_penalty, frequency_penalty and repetition_penalty.
+absl::Status Penalties(const Fields& fields, v1::SamplingParams* sampling) {
+  KVSERVE_RETURN_IF_ERROR(
+      FloatField(fields, "presence_penalty", &v1::SamplingParams::set_presence_penalty, sampling));
+  KVSERVE_RETURN_IF_ERROR(FloatField(fields, "frequency_penalty",
+                                     &v1::SamplingParams::set_frequency_penalty, sampling));
+  return FloatField(fields, "repetition_penalty", &v1::SamplingParams::set_repetition_penalty,
+                    sampling);
+}
+
+// n: the number of choices, in the request and in the response.
+absl::Status ChoiceCount(const Fields& fields, v1::SamplingParams* sampling, OpenAiRequest* out) {
+  std::optional<int32_t> n;
+  KVSERVE_RETURN_IF_ERROR(fields.Int32("n", &n));
+  if (!n) return absl::OkStatus();
+  // 0 would mean "default" in the proto; OpenAI refuses it.
+  if (*n < 1) return Invalid("n", absl::StrCat("must be >= 1, got ", *n));
+  sampling->set_n(*n);
+  out->n = *n;
+  return absl::OkStatus();
+}
+
+// max_tokens (max_completion_tokens, its newer name in chat), with the completions default.
+absl::Status Length(OpenAiEndpoint endpoint, const Fields& fields,
+                    const OpenAiMappingOptions& options, v1::SamplingParams* sampling) {
   const char* length_field = "max_tokens";
-  KVSERVE_RETURN_IF_ERROR(fields.Int32("max_tokens", &integer));
-  if (endpoint == OpenAiEndpoint::kChatCompletions && !integer.has_value()) {
-    KVSERVE_RETURN_IF_ERROR(fields.Int32("max_completion_tokens", &integer));
+  std::optional<int32_t> max_tokens;
+  KVSERVE_RETURN_IF_ERROR(fields.Int32("max_tokens", &max_tokens));
+  if (endpoint == OpenAiEndpoint::kChatCompletions && !max_tokens.has_value()) {
+    KVSERVE_RETURN_IF_ERROR(fields.Int32("max_completion_tokens", &max_tokens));
     length_field = "max_completion_tokens";
   }
-  if (integer) {
+  if (max_tokens) {
     // 0 would mean "to the end of the context" in the proto; OpenAI refuses it.
-    if (*integer < 1) return Invalid(length_field, absl::StrCat("must be >= 1, got ", *integer));
-    sampling->set_max_tokens(*integer);
+    if (*max_tokens < 1) {
+      return Invalid(length_field, absl::StrCat("must be >= 1, got ", *max_tokens));
+    }
+    sampling->set_max_tokens(*max_tokens);
   } else if (endpoint == OpenAiEndpoint::kCompletions) {
     sampling->set_max_tokens(options.default_completion_max_tokens);
   }
-  integer.reset();
+  return absl::OkStatus();
+}
 
-  KVSERVE_RETURN_IF_ERROR(Stop(fields, sampling));
-  if (const Json* ids = fields.Find("stop_token_ids"); ids != nullptr) {
-    if (!ids->is_array()) return WrongType("stop_token_ids", "a list of token ids", *ids);
-    KVSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> parsed, TokenIds(*ids, "stop_token_ids"));
-    sampling->mutable_stop_token_ids()->Add(parsed.begin(), parsed.end());
-  }
+absl::Status StopTokenIds(const Fields& fields, v1::SamplingParams* sampling) {
+  const Json* ids = fields.Find("stop_token_ids");
+  if (ids == nullptr) return absl::OkStatus();
+  if (!ids->is_array()) return WrongType("stop_token_ids", "a list of token ids", *ids);
+  KVSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> parsed, TokenIds(*ids, "stop_token_ids"));
+  sampling->mutable_stop_token_ids()->Add(parsed.begin(), parsed.end());
+  return absl::OkStatus();
+}
 
+// seed, ignore_eos, include_stop_str_in_output and skip_special_tokens.
+absl::Status SeedAndFlags(const Fields& fields, v1::SamplingParams* sampling) {
   std::optional<int64_t> seed;
   KVSERVE_RETURN_IF_ERROR(fields.Int64("seed", &seed));
   if (seed) sampling->set_seed(static_cast<uint64_t>(*seed));  // negative: its bit pattern
+  std::optional<bool> ignore_eos;
+  KVSERVE_RETURN_IF_ERROR(fields.Bool("ignore_eos", &ignore_eos));
+  sampling->set_ignore_eos(ignore_eos.value_or(false));
+  std::optional<bool> include_stop;
+  KVSERVE_RETURN_IF_ERROR(fields.Bool("include_stop_str_in_output", &include_stop));
+  sampling->set_include_stop_str_in_output(include_stop.value_or(false));
+  std::optional<bool> skip_special;
+  KVSERVE_RETURN_IF_ERROR(fields.Bool("skip_special_tokens", &skip_special));
+  sampling->set_detokenize_special_tokens(!skip_special.value_or(true));
+  return absl::OkStatus();
+}
 
-  KVSERVE_RETURN_IF_ERROR(fields.Bool("ignore_eos", &flag));
-  sampling->set_ignore_eos(flag.value_or(false));
-  flag.reset();
-  KVSERVE_RETURN_IF_ERROR(fields.Bool("include_stop_str_in_output", &flag));
-  sampling->set_include_stop_str_in_output(flag.value_or(false));
-  flag.reset();
-  KVSERVE_RETURN_IF_ERROR(fields.Bool("skip_special_tokens", &flag));
-  sampling->set_detokenize_special_tokens(!flag.value_or(true));
-  flag.reset();
-
+// logprobs (an integer in completions; a flag with top_logprobs in chat), in the request and in
+// the response's shape.
+absl::Status Logprobs(OpenAiEndpoint endpoint, const Fields& fields, v1::SamplingParams* sampling,
+                      OpenAiRequest* out) {
+  std::optional<int32_t> top;
   if (endpoint == OpenAiEndpoint::kCompletions) {
-    KVSERVE_RETURN_IF_ERROR(fields.Int32("logprobs", &integer));
-    if (integer) {
-      sampling->set_logprobs(*integer);
+    KVSERVE_RETURN_IF_ERROR(fields.Int32("logprobs", &top));
+    if (top) {
+      sampling->set_logprobs(*top);
       out->logprobs = true;
-      out->top_logprobs = *integer;
+      out->top_logprobs = *top;
     }
-  } else {
-    KVSERVE_RETURN_IF_ERROR(fields.Bool("logprobs", &flag));
-    KVSERVE_RETURN_IF_ERROR(fields.Int32("top_logprobs", &integer));
-    if (integer && !flag.value_or(false)) {
-      return Invalid("top_logprobs", "needs logprobs: true");
-    }
-    if (flag.value_or(false)) {
-      sampling->set_logprobs(integer.value_or(0));
-      out->logprobs = true;
-      out->top_logprobs = integer.value_or(0);
-    }
+    return absl::OkStatus();
+  }
+  std::optional<bool> wanted;
+  KVSERVE_RETURN_IF_ERROR(fields.Bool("logprobs", &wanted));
+  KVSERVE_RETURN_IF_ERROR(fields.Int32("top_logprobs", &top));
+  if (top && !wanted.value_or(false)) return Invalid("top_logprobs", "needs logprobs: true");
+  if (wanted.value_or(false)) {
+    sampling->set_logprobs(top.value_or(0));
+    out->logprobs = true;
+    out->top_logprobs = top.value_or(0);
   }
   return absl::OkStatus();
+}
+
+// Everything of SamplingParams, plus the parts of OpenAiRequest that shape the response. The
+// fields are read in this order, so the first bad one is the error.
+absl::Status Sampling(OpenAiEndpoint endpoint, const Fields& fields,
+                      const OpenAiMappingOptions& options, v1::SamplingParams* sampling,
+                      OpenAiRequest* out) {
+  KVSERVE_RETURN_IF_ERROR(SamplingNumbers(fields, sampling));
+  KVSERVE_RETURN_IF_ERROR(Penalties(fields, sampling));
+  KVSERVE_RETURN_IF_ERROR(ChoiceCount(fields, sampling, out));
+  KVSERVE_RETURN_IF_ERROR(Length(endpoint, fields, options, sampling));
+  KVSERVE_RETURN_IF_ERROR(Stop(fields, sampling));
+  KVSERVE_RETURN_IF_ERROR(StopTokenIds(fields, sampling));
+  KVSERVE_RETURN_IF_ERROR(SeedAndFlags(fields, sampling));
+  return Logprobs(endpoint, fields, sampling, out);
 }
 
 }  // namespace
@@ -362,6 +395,18 @@ std::string ResolveModelName(absl::string_view model, const OpenAiMappingOptions
   }
   return std::string(model);
 }
+
+namespace {
+
+// The "model" field ("" when absent) as ResolveModelName reads it.
+absl::StatusOr<std::string> ResolvedModel(const Fields& fields,
+                                          const OpenAiMappingOptions& options) {
+  std::optional<std::string> model;
+  KVSERVE_RETURN_IF_ERROR(fields.String("model", &model));
+  return ResolveModelName(model.value_or(""), options);
+}
+
+}  // namespace
 
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, absl::string_view body,
                                                  const OpenAiMappingOptions& options) {
@@ -428,9 +473,7 @@ absl::StatusOr<v1::TokenizeRequest> ParseTokenizeRequest(absl::string_view body,
   KVSERVE_ASSIGN_OR_RETURN(Json json, ParseBody(body));
   const Fields fields(json);
   v1::TokenizeRequest request;
-  std::optional<std::string> model;
-  KVSERVE_RETURN_IF_ERROR(fields.String("model", &model));
-  request.set_model(ResolveModelName(model.value_or(""), options));
+  KVSERVE_ASSIGN_OR_RETURN(*request.mutable_model(), ResolvedModel(fields, options));
   if (fields.Find("messages") != nullptr) {
     KVSERVE_ASSIGN_OR_RETURN(v1::ChatConversation chat, Messages(fields.Find("messages")));
     *request.mutable_chat() = std::move(chat);
@@ -454,9 +497,7 @@ absl::StatusOr<v1::DetokenizeRequest> ParseDetokenizeRequest(absl::string_view b
   KVSERVE_ASSIGN_OR_RETURN(Json json, ParseBody(body));
   const Fields fields(json);
   v1::DetokenizeRequest request;
-  std::optional<std::string> model;
-  KVSERVE_RETURN_IF_ERROR(fields.String("model", &model));
-  request.set_model(ResolveModelName(model.value_or(""), options));
+  KVSERVE_ASSIGN_OR_RETURN(*request.mutable_model(), ResolvedModel(fields, options));
   const Json* tokens = fields.Find("tokens");
   if (tokens == nullptr) return Invalid("tokens", "is required");
   if (!tokens->is_array()) return WrongType("tokens", "a list of token ids", *tokens);

@@ -12,7 +12,45 @@ namespace {
 
 namespace v1 = kvserve::v1;
 
+// GenerateRequest and TokenizeRequest name their text and chat fields alike.
+template <typename Request>
+PromptInput TextOrChatInputOf(const Request& request) {
+  PromptInput input;
+  if (request.has_prompt()) input.text = request.prompt();
+  if (request.has_chat()) {
+    std::vector<ChatMessage>& messages = input.chat.emplace();
+    messages.reserve(request.chat().messages_size());
+    for (const v1::ChatMessage& message : request.chat().messages()) {
+      messages.push_back({message.role(), message.content()});
+    }
+  }
+  if (request.has_add_special_tokens()) input.add_special_tokens = request.add_special_tokens();
+  if (request.has_add_generation_prompt()) {
+    input.add_generation_prompt = request.add_generation_prompt();
+  }
+  return input;
+}
+
 }  // namespace
+
+PromptInput PromptInputOf(const v1::GenerateRequest& request) {
+  PromptInput input = TextOrChatInputOf(request);
+  if (request.has_prompt_token_ids()) {
+    const auto& ids = request.prompt_token_ids().ids();
+    input.token_ids.emplace(ids.begin(), ids.end());
+  }
+  return input;
+}
+
+PromptInput PromptInputOf(const v1::TokenizeRequest& request) { return TextOrChatInputOf(request); }
+
+v1::TokenizeResponse ToTokenizeResponse(TokenizedPrompt tokenized) {
+  v1::TokenizeResponse response;
+  response.mutable_token_ids()->Add(tokenized.token_ids.begin(), tokenized.token_ids.end());
+  for (std::string& bytes : tokenized.token_bytes) response.add_token_bytes(std::move(bytes));
+  response.set_rendered_prompt(std::move(tokenized.rendered_prompt));
+  return response;
+}
 
 RouterApi::RouterApi(std::string router_id, const TokenAuth* auth, const PromptRenderer* renderer,
                      WorkerRegistry* registry, const ClusterBooks* books, RouterMetrics* metrics)
@@ -50,7 +88,7 @@ absl::StatusOr<ProxiedRequest> RouterApi::ResolveGenerate(const v1::GenerateRequ
   // The worker's order (worker/serving_context.cc StartGenerate): the request, the rendered
   // prompt, then the KV fit.
   KVSERVE_RETURN_IF_ERROR(ValidateGenerateRequest(request, limits));
-  KVSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, renderer_->Render(request));
+  KVSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, renderer_->Render(PromptInputOf(request)));
   KVSERVE_RETURN_IF_ERROR(ValidatePromptTokens(prompt, limits, "prompt_token_ids.ids"));
   const int64_t prompt_tokens = static_cast<int64_t>(prompt.size());
   const int32_t n = std::max(request.sampling().n(), 1);
@@ -96,14 +134,22 @@ bool RouterApi::AnyWorkerServing() const {
 absl::StatusOr<v1::TokenizeResponse> RouterApi::Tokenize(const v1::TokenizeRequest& request) const {
   KVSERVE_ASSIGN_OR_RETURN(ServingLimits limits, Limits());
   KVSERVE_RETURN_IF_ERROR(ValidateTokenizeRequest(request, limits));
-  return renderer_->Tokenize(request);
+  KVSERVE_ASSIGN_OR_RETURN(
+      TokenizedPrompt tokenized,
+      renderer_->Tokenize(PromptInputOf(request), request.return_token_bytes()));
+  return ToTokenizeResponse(std::move(tokenized));
 }
 
 absl::StatusOr<v1::DetokenizeResponse> RouterApi::Detokenize(
     const v1::DetokenizeRequest& request) const {
   KVSERVE_ASSIGN_OR_RETURN(ServingLimits limits, Limits());
   KVSERVE_RETURN_IF_ERROR(ValidateDetokenizeRequest(request, limits));
-  return renderer_->Detokenize(request);
+  KVSERVE_ASSIGN_OR_RETURN(
+      std::string text,
+      renderer_->Detokenize(request.token_ids(), !request.detokenize_special_tokens()));
+  v1::DetokenizeResponse response;
+  response.set_text(std::move(text));
+  return response;
 }
 
 absl::StatusOr<v1::ModelInfo> RouterApi::GetModelInfo(

@@ -14,6 +14,10 @@
 //                    they cost no worker any work
 //   RecordRefused    the metrics of a call refused before it ran
 //
+// The prompt itself is rendered by PromptRenderer (tokenizer/prompt_renderer.h), the class the
+// workers render with; PromptInputOf and ToTokenizeResponse below are the router's conversion
+// between its messages and the renderer's plain values.
+//
 // Thread-safety: thread-safe (calls come concurrently from gRPC's and the HTTP server's threads).
 #ifndef KVSERVE_ROUTER_ROUTER_API_H_
 #define KVSERVE_ROUTER_ROUTER_API_H_
@@ -32,13 +36,19 @@
 #include "api/request_validation.h"
 #include "kvserve/v1/generation.pb.h"
 #include "router/cluster_books.h"
-#include "router/prompt_renderer.h"
 #include "router/request_progress.h"
 #include "router/router_metrics.h"
 #include "router/token_auth.h"
 #include "router/worker_registry.h"
+#include "tokenizer/prompt_renderer.h"
 
 namespace kvserve {
+
+// The input of a request as the renderer takes it (prompt, token ids or chat, and the
+// add_special_tokens / add_generation_prompt options).
+PromptInput PromptInputOf(const kvserve::v1::GenerateRequest& request);
+PromptInput PromptInputOf(const kvserve::v1::TokenizeRequest& request);
+kvserve::v1::TokenizeResponse ToTokenizeResponse(TokenizedPrompt tokenized);
 
 class RouterApi {
  public:

@@ -1,15 +1,15 @@
 #include "router/router_server.h"
 
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <exception>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "api/grpc_server.h"
 #include "base/status_macros.h"
+#include "http/metrics_exposer.h"
 
 namespace kvserve {
 namespace {
@@ -17,12 +17,7 @@ namespace {
 std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const RouterServerOptions& options,
                                                            const RouterTlsMaterial& tls) {
   if (!options.tls_enabled()) return grpc::InsecureServerCredentials();
-  grpc::SslServerCredentialsOptions ssl(
-      tls.client_ca_pem.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-                                : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  ssl.pem_root_certs = tls.client_ca_pem;
-  ssl.pem_key_cert_pairs.push_back({tls.private_key_pem, tls.cert_chain_pem});
-  return grpc::SslServerCredentials(ssl);
+  return TlsServerCredentials(tls.cert_chain_pem, tls.private_key_pem, tls.client_ca_pem);
 }
 
 std::shared_ptr<grpc::ChannelCredentials> WorkerCredentials(const RouterServerOptions& options,
@@ -94,28 +89,19 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
   server->admin_service_ = std::make_unique<RouterAdminService>(
       &server->auth_, server->books_.get(), server->metrics_.get());
 
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  EnableHealthAndReflection();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, ServerCredentials(options, tls), &server->grpc_port_);
   builder.RegisterService(server->service_.get());
   builder.RegisterService(server->admin_service_.get());
-  server->server_ = builder.BuildAndStart();
-  if (server->server_ == nullptr || server->grpc_port_ == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--listen: cannot listen on ", options.listen));
-  }
+  KVSERVE_ASSIGN_OR_RETURN(server->server_,
+                           StartGrpcServer(builder, options.listen, server->grpc_port_));
   // "" and the services' own names, so probes can ask for any.
   server->server_->GetHealthCheckService()->SetServingStatus("kvserve.v1.Generation", true);
   server->server_->GetHealthCheckService()->SetServingStatus("kvserve.v1.RouterAdmin", true);
-  try {
-    server->exposer_ = std::make_unique<prometheus::Exposer>(options.metrics_listen);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("--metrics_listen: cannot listen on ",
-                                                   options.metrics_listen, ": ", e.what()));
-  }
-  server->exposer_->RegisterCollectable(server->metrics_->registry());
-  const std::vector<int> ports = server->exposer_->GetListeningPorts();
-  server->metrics_port_ = ports.empty() ? 0 : ports.front();
+  KVSERVE_ASSIGN_OR_RETURN(
+      server->exposer_, StartMetricsExposer(options.metrics_listen, server->metrics_->registry()));
+  server->metrics_port_ = ExposerPort(*server->exposer_);
   if (options.http_port >= 0) {
     KVSERVE_RETURN_IF_ERROR(server->StartHttp(options));
   }
@@ -124,11 +110,9 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
 
 absl::Status RouterServer::StartHttp(const RouterServerOptions& options) {
   http_backend_ = std::make_unique<RouterHttpBackend>(api_.get(), proxy_.get());
-  KVSERVE_ASSIGN_OR_RETURN(std::unique_ptr<OpenAiHttpService> http,
-                           OpenAiHttpService::Start(http_backend_.get(), options.listen,
-                                                    options.http_port, options.http_model_aliases));
-  http_ = std::move(http);
-  exposer_->RegisterCollectable(http_->metrics());
+  KVSERVE_ASSIGN_OR_RETURN(
+      http_, OpenAiHttpService::Start(http_backend_.get(), options.listen, options.http_port,
+                                      options.http_model_aliases, exposer_.get()));
   return absl::OkStatus();
 }
 

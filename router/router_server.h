@@ -1,9 +1,9 @@
 // RouterServer: one running kvserve router, wired together: the books and admission queue
 // (router core), worker discovery and status streams (WorkerRegistry), the tokenizer
-// (PromptRenderer), bearer-token auth, the Generation service with grpc.health.v1 and reflection
-// on the gRPC port (TLS / mTLS when configured), the OpenAI-compatible HTTP API on --http_port
-// (both through one RouterApi and one GenerateProxy), and Prometheus metrics on the metrics port.
-// main() builds it from flags; tests and benchmarks build it the same way.
+// (tokenizer/prompt_renderer.h), bearer-token auth, the Generation service with grpc.health.v1 and
+// reflection on the gRPC port (TLS / mTLS when configured), the OpenAI-compatible HTTP API on
+// --http_port (both through one RouterApi and one GenerateProxy), and Prometheus metrics on the
+// metrics port. main() builds it from flags; tests and benchmarks build it the same way.
 //
 // Drain (SIGTERM): health turns NOT_SERVING (HTTP /health 503), running calls get `timeout` to
 // finish, then the servers stop (calls still open end, and their worker calls are cancelled
@@ -25,7 +25,6 @@
 #include "router/admission_queue.h"
 #include "router/cluster_books.h"
 #include "router/generate_proxy.h"
-#include "router/prompt_renderer.h"
 #include "router/router_admin_service.h"
 #include "router/router_api.h"
 #include "router/router_http_backend.h"
@@ -34,6 +33,7 @@
 #include "router/router_service.h"
 #include "router/token_auth.h"
 #include "router/worker_registry.h"
+#include "tokenizer/prompt_renderer.h"
 
 namespace kvserve {
 

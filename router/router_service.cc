@@ -4,7 +4,6 @@
 
 #include "api/raw_message.h"
 #include "api/status_conversion.h"
-#include "api/unary_call.h"
 #include "base/status_macros.h"
 
 namespace kvserve {
@@ -21,17 +20,8 @@ absl::StatusOr<std::string> RouterService::Authenticate(
   return api_->Authenticate(AuthorizationOf(context));
 }
 
-template <typename Request, typename Response>
-grpc::ServerUnaryReactor* RouterService::ServeUnary(
-    grpc::CallbackServerContext* call, const grpc::ByteBuffer& request, grpc::ByteBuffer* response,
-    absl::StatusOr<Response> (RouterApi::*method)(const Request&) const) {
-  absl::StatusOr<std::string> tenant = Authenticate(*call);
-  if (!tenant.ok()) return FinishUnary<Response>(call, tenant.status(), response);
-  Request parsed;
-  if (absl::Status s = ParseRequest(request, &parsed); !s.ok()) {
-    return FinishUnary<Response>(call, s, response);
-  }
-  return FinishUnary(call, (api_->*method)(parsed), response);
+absl::Status RouterService::Admit(const grpc::CallbackServerContext& call) const {
+  return Authenticate(call).status();
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* RouterService::Generate(
@@ -49,22 +39,19 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* RouterService::Generate(
   return proxy_->Start(call, *std::move(resolved));
 }
 
-grpc::ServerUnaryReactor* RouterService::Tokenize(grpc::CallbackServerContext* call,
-                                                  const grpc::ByteBuffer* request,
-                                                  grpc::ByteBuffer* response) {
-  return ServeUnary(call, *request, response, &RouterApi::Tokenize);
+absl::StatusOr<v1::TokenizeResponse> RouterService::AnswerTokenize(
+    const v1::TokenizeRequest& request) const {
+  return api_->Tokenize(request);
 }
 
-grpc::ServerUnaryReactor* RouterService::Detokenize(grpc::CallbackServerContext* call,
-                                                    const grpc::ByteBuffer* request,
-                                                    grpc::ByteBuffer* response) {
-  return ServeUnary(call, *request, response, &RouterApi::Detokenize);
+absl::StatusOr<v1::DetokenizeResponse> RouterService::AnswerDetokenize(
+    const v1::DetokenizeRequest& request) const {
+  return api_->Detokenize(request);
 }
 
-grpc::ServerUnaryReactor* RouterService::GetModelInfo(grpc::CallbackServerContext* call,
-                                                      const grpc::ByteBuffer* request,
-                                                      grpc::ByteBuffer* response) {
-  return ServeUnary(call, *request, response, &RouterApi::GetModelInfo);
+absl::StatusOr<v1::ModelInfo> RouterService::AnswerGetModelInfo(
+    const v1::GetModelInfoRequest& request) const {
+  return api_->GetModelInfo(request);
 }
 
 }  // namespace kvserve

@@ -9,7 +9,6 @@ add_library(kvserve_router STATIC
   ${CMAKE_CURRENT_LIST_DIR}/router_admin_service.cc
   ${CMAKE_CURRENT_LIST_DIR}/router_api.cc
   ${CMAKE_CURRENT_LIST_DIR}/router_http_backend.cc
-  ${CMAKE_CURRENT_LIST_DIR}/prompt_renderer.cc
   ${CMAKE_CURRENT_LIST_DIR}/router_metrics.cc
   ${CMAKE_CURRENT_LIST_DIR}/router_server.cc
   ${CMAKE_CURRENT_LIST_DIR}/router_server_options.cc

@@ -1,5 +1,5 @@
-// The control messages a tensor-parallel leader sends its followers (worker/tp_runner.h), as
-// bytes: a command and, for a step, the whole StepPlan. The encoding is a flat run of
+// The control messages a tensor-parallel leader sends its followers (tp/tensor_parallel_runner.h),
+// as bytes: a command and, for a step, the whole StepPlan. The encoding is a flat run of
 // little-endian fixed-width fields and length-prefixed arrays, written and read in one order
 // (no field tags, no versioning): every rank of a group runs the same binary, so the two ends
 // always agree, and a decode plan of a few sequences is a few hundred bytes.

@@ -1,57 +1,29 @@
 #include "worker/generation_service.h"
 
-#include <utility>
-
-#include "api/raw_message.h"
-#include "api/unary_call.h"
 #include "worker/generate_reactor.h"
 
 namespace kvserve {
-namespace {
 
 namespace v1 = ::kvserve::v1;
 
-}  // namespace
-
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
     grpc::CallbackServerContext* /*call*/, const grpc::ByteBuffer* request) {
-  v1::GenerateRequest parsed;
-  absl::Status status = ParseRequest(*request, &parsed);
-  if (!status.ok()) {
-    if (context_->metrics() != nullptr) context_->metrics()->RecordRejected(status.code());
-    return GenerateReactor::Create(context_, status);
-  }
-  return GenerateReactor::Create(context_, context_->StartGenerate(parsed));
+  return GenerateReactor::ParseAndStart(context_, *request, &ServingContext::StartGenerate);
 }
 
-grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* call,
-                                                      const grpc::ByteBuffer* request,
-                                                      grpc::ByteBuffer* response) {
-  v1::TokenizeRequest parsed;
-  if (absl::Status status = ParseRequest(*request, &parsed); !status.ok()) {
-    return FinishUnary<v1::TokenizeResponse>(call, status, response);
-  }
-  return FinishUnary(call, context_->Tokenize(parsed), response);
+absl::StatusOr<v1::TokenizeResponse> GenerationService::AnswerTokenize(
+    const v1::TokenizeRequest& request) const {
+  return context_->Tokenize(request);
 }
 
-grpc::ServerUnaryReactor* GenerationService::Detokenize(grpc::CallbackServerContext* call,
-                                                        const grpc::ByteBuffer* request,
-                                                        grpc::ByteBuffer* response) {
-  v1::DetokenizeRequest parsed;
-  if (absl::Status status = ParseRequest(*request, &parsed); !status.ok()) {
-    return FinishUnary<v1::DetokenizeResponse>(call, status, response);
-  }
-  return FinishUnary(call, context_->Detokenize(parsed), response);
+absl::StatusOr<v1::DetokenizeResponse> GenerationService::AnswerDetokenize(
+    const v1::DetokenizeRequest& request) const {
+  return context_->Detokenize(request);
 }
 
-grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerContext* call,
-                                                          const grpc::ByteBuffer* request,
-                                                          grpc::ByteBuffer* response) {
-  v1::GetModelInfoRequest parsed;
-  if (absl::Status status = ParseRequest(*request, &parsed); !status.ok()) {
-    return FinishUnary<v1::ModelInfo>(call, status, response);
-  }
-  return FinishUnary(call, context_->GetModelInfo(parsed.model()), response);
+absl::StatusOr<v1::ModelInfo> GenerationService::AnswerGetModelInfo(
+    const v1::GetModelInfoRequest& request) const {
+  return context_->GetModelInfo(request.model());
 }
 
 }  // namespace kvserve

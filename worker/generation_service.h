@@ -1,9 +1,8 @@
 // GenerationService: kvserve.v1.Generation served by one worker, so that a single worker is
 // usable without a router (text / token ids / chat input, Tokenize, Detokenize, GetModelInfo).
-// A thin transport: every method hands the request to ServingContext and converts the result;
-// Generate streams through GenerateReactor. Every method takes raw bytes so that invalid UTF-8
-// or a malformed message is refused as INVALID_ARGUMENT naming the field (api/raw_message.h),
-// exactly as the router refuses it.
+// A thin transport: every method hands the request to ServingContext; the unary methods are
+// parsed and finished by RawGenerationService (api/raw_generation_service.h), as the router's
+// are, and Generate streams through GenerateReactor.
 //
 // Thread-safety: gRPC calls the methods concurrently; ServingContext is thread-safe.
 #ifndef KVSERVE_WORKER_GENERATION_SERVICE_H_
@@ -11,34 +10,26 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "kvserve/v1/generation.grpc.pb.h"
+#include "api/raw_generation_service.h"
 #include "worker/serving_context.h"
 
 namespace kvserve {
 
-using GenerationServiceBase = kvserve::v1::Generation::WithRawCallbackMethod_Generate<
-    kvserve::v1::Generation::WithRawCallbackMethod_Tokenize<
-        kvserve::v1::Generation::WithRawCallbackMethod_Detokenize<
-            kvserve::v1::Generation::WithRawCallbackMethod_GetModelInfo<
-                kvserve::v1::Generation::Service>>>>;
-
-class GenerationService final : public GenerationServiceBase {
+class GenerationService final : public RawGenerationService {
  public:
   explicit GenerationService(ServingContext* context) : context_(context) {}
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* call,
                                                        const grpc::ByteBuffer* request) override;
-  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* call,
-                                     const grpc::ByteBuffer* request,
-                                     grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* call,
-                                       const grpc::ByteBuffer* request,
-                                       grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* call,
-                                         const grpc::ByteBuffer* request,
-                                         grpc::ByteBuffer* response) override;
 
  private:
+  absl::StatusOr<kvserve::v1::TokenizeResponse> AnswerTokenize(
+      const kvserve::v1::TokenizeRequest& request) const override;
+  absl::StatusOr<kvserve::v1::DetokenizeResponse> AnswerDetokenize(
+      const kvserve::v1::DetokenizeRequest& request) const override;
+  absl::StatusOr<kvserve::v1::ModelInfo> AnswerGetModelInfo(
+      const kvserve::v1::GetModelInfoRequest& request) const override;
+
   ServingContext* const context_;
 };
 

@@ -28,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "api/program_usage.h"
+#include "base/status_macros.h"
 #include "kernels/backend_factory.h"
 #include "model/default_model.h"
 #include "runner/fault_injecting_runner.h"
@@ -108,23 +109,31 @@ int Fail(const absl::Status& status) {
 // argv[1..], which the leader gives its followers.
 std::vector<std::string> g_args;
 
-bool RunFollower(const TpGroupOptions& tp, const RunnerFactoryOptions& runner_options);
+// The flags, as the options of the server, the model runner and the group.
+struct Flags {
+  WorkerOptions worker;
+  RunnerFactoryOptions runner;
+  TpGroupOptions tp;
+  int64_t fault_fail_step = 0;  // --fault_fail_step
+};
 
-int Run() {
-  WorkerOptions options;
+// Reads the flags and validates them; errors name the flag.
+absl::StatusOr<Flags> ReadFlags() {
+  Flags flags;
+  flags.runner =
+      RunnerFactoryOptions{.model = absl::GetFlag(FLAGS_model),
+                           .device = absl::GetFlag(FLAGS_device),
+                           .dtype = absl::GetFlag(FLAGS_dtype),
+                           .kv_cache_dtype = absl::GetFlag(FLAGS_kv_cache_dtype),
+                           .num_threads = absl::GetFlag(FLAGS_num_threads),
+                           .gpu_memory_utilization = absl::GetFlag(FLAGS_gpu_memory_utilization),
+                           .enforce_eager = absl::GetFlag(FLAGS_enforce_eager)};
+  WorkerOptions& options = flags.worker;
   options.model = absl::GetFlag(FLAGS_model);
   options.block_size = absl::GetFlag(FLAGS_block_size);
-  const RunnerFactoryOptions runner_options{
-      .model = absl::GetFlag(FLAGS_model),
-      .device = absl::GetFlag(FLAGS_device),
-      .dtype = absl::GetFlag(FLAGS_dtype),
-      .kv_cache_dtype = absl::GetFlag(FLAGS_kv_cache_dtype),
-      .num_threads = absl::GetFlag(FLAGS_num_threads),
-      .gpu_memory_utilization = absl::GetFlag(FLAGS_gpu_memory_utilization),
-      .enforce_eager = absl::GetFlag(FLAGS_enforce_eager)};
   options.kv_memory_bytes = absl::GetFlag(FLAGS_kv_memory_bytes);
   if (options.kv_memory_bytes == -1) {
-    options.kv_memory_bytes = kernels::IsCudaDevice(runner_options.device) ? 0 : 256ll << 20;
+    options.kv_memory_bytes = kernels::IsCudaDevice(flags.runner.device) ? 0 : 256ll << 20;
   }
   options.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
   options.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
@@ -139,85 +148,122 @@ int Run() {
   options.http_port = absl::GetFlag(FLAGS_http_port);
   options.http_api_key = absl::GetFlag(FLAGS_http_api_key);
   options.http_model_aliases = absl::GetFlag(FLAGS_http_model_aliases);
-  if (absl::Status s = options.Validate(); !s.ok()) return Fail(s);
-  TpGroupOptions tp{.size = absl::GetFlag(FLAGS_tensor_parallel_size),
-                    .rank = absl::GetFlag(FLAGS_tp_rank),
-                    .leader_address = absl::GetFlag(FLAGS_tp_leader_address),
-                    .hostname = absl::GetFlag(FLAGS_tp_hostname),
-                    .timeout_s = absl::GetFlag(FLAGS_tp_timeout_s)};
-  if (absl::Status s = tp.Validate(); !s.ok()) return Fail(s);
-  options.tensor_parallel_size = tp.size;
-  if (tp.rank > 0) return RunFollower(tp, runner_options) ? 0 : 1;
+  KVSERVE_RETURN_IF_ERROR(options.Validate());
+  flags.tp = TpGroupOptions{.size = absl::GetFlag(FLAGS_tensor_parallel_size),
+                            .rank = absl::GetFlag(FLAGS_tp_rank),
+                            .leader_address = absl::GetFlag(FLAGS_tp_leader_address),
+                            .hostname = absl::GetFlag(FLAGS_tp_hostname),
+                            .timeout_s = absl::GetFlag(FLAGS_tp_timeout_s)};
+  KVSERVE_RETURN_IF_ERROR(flags.tp.Validate());
+  options.tensor_parallel_size = flags.tp.size;
+  flags.fault_fail_step = absl::GetFlag(FLAGS_fault_fail_step);
+  return flags;
+}
 
-  // Every thread started from here on inherits the blocked signals; main waits for them.
+// Blocks SIGTERM and SIGINT: every thread started from here on inherits the mask, and main
+// waits for them (WaitForStop).
+sigset_t BlockStopSignals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
 
-  // A group: start the followers (before any thread but the store's) and join them.
-  absl::StatusOr<std::unique_ptr<TpGroup>> group = TpGroup::Start(tp, runner_options, g_args);
-  if (!group.ok()) return Fail(group.status());
-  absl::StatusOr<CreatedRunner> created = CreateLlamaRunner((*group)->RankOptions(runner_options));
-  if (!created.ok()) {
-    const absl::Status& status = created.status();
-    if (status.code() == absl::StatusCode::kNotFound ||
-        status.code() == absl::StatusCode::kInvalidArgument) {
-      return Fail(absl::Status(status.code(), absl::StrCat("--", status.message())));
-    }
-    return Fail(status);
+// The runner factory names a bad --model / --device / ... as "model: ..."; say it as the flag.
+absl::Status AsFlagError(const absl::Status& status) {
+  if (status.code() == absl::StatusCode::kNotFound ||
+      status.code() == absl::StatusCode::kInvalidArgument) {
+    return absl::Status(status.code(), absl::StrCat("--", status.message()));
   }
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromModelPath(options.model);
-  if (!tokenizer.ok()) return Fail(tokenizer.status());
+  return status;
+}
+
+// Rank 0's serving side: its model runner (wrapped for the group, and for --fault_fail_step),
+// the tokenizer and the WorkerServer, whose metrics take the group's step times.
+absl::StatusOr<std::unique_ptr<WorkerServer>> StartServer(const Flags& flags, TpGroup& group) {
+  absl::StatusOr<CreatedRunner> created = CreateLlamaRunner(group.RankOptions(flags.runner));
+  if (!created.ok()) return AsFlagError(created.status());
+  KVSERVE_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
+                           Tokenizer::FromModelPath(flags.worker.model));
   std::cout << "kvserve-worker device=" << created->backend_name
             << " weights=" << created->weight_types << " (" << created->weight_bytes
             << " bytes) kv_cache=" << KvDtypeName(created->kv_dtype) << std::endl;
-  std::unique_ptr<ModelRunner> model_runner = (*group)->WrapRunner(std::move(created->runner));
-  if (const int64_t fail_step = absl::GetFlag(FLAGS_fault_fail_step); fail_step > 0) {
-    model_runner = std::make_unique<FaultInjectingRunner>(std::move(model_runner), fail_step);
+  std::unique_ptr<ModelRunner> model_runner = group.WrapRunner(std::move(created->runner));
+  if (flags.fault_fail_step > 0) {
+    model_runner =
+        std::make_unique<FaultInjectingRunner>(std::move(model_runner), flags.fault_fail_step);
   }
-
-  absl::StatusOr<std::unique_ptr<WorkerServer>> server =
-      WorkerServer::Start(options, std::move(model_runner), *std::move(tokenizer), created->config);
-  if (!server.ok()) return Fail(server.status());
-  WorkerMetrics* metrics = &(*server)->metrics();
-  (*group)->SetStepSink([metrics](absl::Duration broadcast, absl::Duration all_reduce) {
+  KVSERVE_ASSIGN_OR_RETURN(std::unique_ptr<WorkerServer> server,
+                           WorkerServer::Start(flags.worker, std::move(model_runner),
+                                               std::move(tokenizer), created->config));
+  WorkerMetrics* metrics = &server->metrics();
+  group.SetStepSink([metrics](absl::Duration broadcast, absl::Duration all_reduce) {
     metrics->RecordTensorParallelStep(broadcast, all_reduce);
   });
-  std::cout << "kvserve-worker grpc_port=" << (*server)->grpc_port() << "\n"
-            << "kvserve-worker metrics_port=" << (*server)->metrics_port() << "\n";
-  if ((*server)->http_port() >= 0) {
-    std::cout << "kvserve-worker http_port=" << (*server)->http_port() << "\n";
-  }
-  std::cout << "kvserve-worker worker_id=" << (*server)->worker_id() << "\n"
-            << "kvserve-worker kv_blocks=" << (*server)->num_kv_blocks() << "\n"
-            << "kvserve-worker ready" << std::endl;
+  return server;
+}
 
-  // Wait for a signal, or (a group) for a rank to fail.
-  int signal_number = 0;
-  absl::Status group_failure;
-  while (signal_number <= 0) {
-    const timespec poll{.tv_sec = 0, .tv_nsec = 100 * 1000 * 1000};
-    signal_number = sigtimedwait(&signals, nullptr, &poll);
-    if (signal_number <= 0 && !(group_failure = (*group)->Health()).ok()) break;
+void PrintReady(const WorkerServer& server) {
+  std::cout << "kvserve-worker grpc_port=" << server.grpc_port() << "\n"
+            << "kvserve-worker metrics_port=" << server.metrics_port() << "\n";
+  if (server.http_port() >= 0) {
+    std::cout << "kvserve-worker http_port=" << server.http_port() << "\n";
   }
-  if (!group_failure.ok()) {
+  std::cout << "kvserve-worker worker_id=" << server.worker_id() << "\n"
+            << "kvserve-worker kv_blocks=" << server.num_kv_blocks() << "\n"
+            << "kvserve-worker ready" << std::endl;
+}
+
+// Waits for a signal of `signals` (its number), or (a group) for a rank to fail (its failure).
+absl::StatusOr<int> WaitForStop(const sigset_t& signals, TpGroup& group) {
+  while (true) {
+    const timespec poll{.tv_sec = 0, .tv_nsec = 100 * 1000 * 1000};
+    const int signal_number = sigtimedwait(&signals, nullptr, &poll);
+    if (signal_number > 0) return signal_number;
+    KVSERVE_RETURN_IF_ERROR(group.Health());
+  }
+}
+
+// Drains the server and stops the group once WaitForStop returned `stop`; the exit status.
+int DrainAndStop(const absl::StatusOr<int>& stop, double drain_timeout_s,
+                 std::unique_ptr<WorkerServer> server, TpGroup& group) {
+  if (!stop.ok()) {
     // Ends what is in flight with UNAVAILABLE (the router migrates it), then the other ranks.
-    std::cerr << "kvserve-worker: " << group_failure << "; stopping the group" << std::endl;
-    (*server)->Drain(absl::ZeroDuration());
-    (*group)->Kill();
-    server->reset();
+    std::cerr << "kvserve-worker: " << stop.status() << "; stopping the group" << std::endl;
+    server->Drain(absl::ZeroDuration());
+    group.Kill();
+    server.reset();
     return 1;
   }
-  std::cout << "kvserve-worker draining (signal " << signal_number << ")" << std::endl;
-  const bool clean = (*server)->Drain(absl::Seconds(options.drain_timeout_s));
+  std::cout << "kvserve-worker draining (signal " << *stop << ")" << std::endl;
+  const bool clean = server->Drain(absl::Seconds(drain_timeout_s));
   std::cout << "kvserve-worker stopped"
             << (clean ? "" : " (drain timeout: unfinished requests ended with UNAVAILABLE)")
             << std::endl;
-  const bool group_clean = (*group)->Stop();  // before the runner (in the server) goes
-  server->reset();
+  const bool group_clean = group.Stop();  // before the runner (in the server) goes
+  server.reset();
   return group_clean ? 0 : 1;
+}
+
+bool RunFollower(const TpGroupOptions& tp, const RunnerFactoryOptions& runner_options);
+
+// Flags, then the group and the server, then wait, then drain.
+int Run() {
+  absl::StatusOr<Flags> flags = ReadFlags();
+  if (!flags.ok()) return Fail(flags.status());
+  if (flags->tp.rank > 0) return RunFollower(flags->tp, flags->runner) ? 0 : 1;
+
+  const sigset_t signals = BlockStopSignals();
+  // A group: start the followers (before any thread but the store's) and join them.
+  absl::StatusOr<std::unique_ptr<TpGroup>> group = TpGroup::Start(flags->tp, flags->runner, g_args);
+  if (!group.ok()) return Fail(group.status());
+  absl::StatusOr<std::unique_ptr<WorkerServer>> server = StartServer(*flags, **group);
+  if (!server.ok()) return Fail(server.status());
+  PrintReady(**server);
+  return DrainAndStop(WaitForStop(signals, **group), flags->worker.drain_timeout_s,
+                      *std::move(server), **group);
 }
 
 // A follower: join the group, load the shard, run the leader's steps until told to stop.

@@ -16,16 +16,46 @@ absl::Status Draining() {
   return absl::UnavailableError("worker is draining: it accepts no new requests, retry elsewhere");
 }
 
+// The renderer's input from a request (GenerateRequest and TokenizeRequest name their text and
+// chat fields alike; only Generate has token ids).
+template <typename Request>
+PromptInput PromptInputOf(const Request& request) {
+  PromptInput input;
+  if constexpr (requires { request.prompt_token_ids(); }) {
+    if (request.has_prompt_token_ids()) {
+      const auto& ids = request.prompt_token_ids().ids();
+      input.token_ids.emplace(ids.begin(), ids.end());
+    }
+  }
+  if (request.has_prompt()) input.text = request.prompt();
+  if (request.has_chat()) {
+    std::vector<ChatMessage>& messages = input.chat.emplace();
+    messages.reserve(request.chat().messages_size());
+    for (const v1::ChatMessage& message : request.chat().messages()) {
+      messages.push_back({message.role(), message.content()});
+    }
+  }
+  if (request.has_add_special_tokens()) input.add_special_tokens = request.add_special_tokens();
+  if (request.has_add_generation_prompt()) {
+    input.add_generation_prompt = request.add_generation_prompt();
+  }
+  return input;
+}
+
+v1::TokenizeResponse ToTokenizeResponse(TokenizedPrompt tokenized) {
+  v1::TokenizeResponse response;
+  response.mutable_token_ids()->Add(tokenized.token_ids.begin(), tokenized.token_ids.end());
+  for (std::string& bytes : tokenized.token_bytes) response.add_token_bytes(std::move(bytes));
+  response.set_rendered_prompt(std::move(tokenized.rendered_prompt));
+  return response;
+}
+
 }  // namespace
 
 ServingContext::ServingContext(Engine* engine, const Tokenizer* tokenizer,
                                const ModelConfig& config, std::string worker_id,
                                WorkerMetrics* metrics, int32_t tensor_parallel_size)
-    : engine_(engine), tokenizer_(tokenizer), metrics_(metrics) {
-  if (tokenizer_ != nullptr && !tokenizer_->chat_template().empty()) {
-    absl::StatusOr<ChatTemplate> chat = ChatTemplate::FromJinja(tokenizer_->chat_template());
-    if (chat.ok()) chat_template_ = *std::move(chat);
-  }
+    : engine_(engine), renderer_(tokenizer), metrics_(metrics) {
   const EngineOptions& options = engine_->options();
   const int64_t pool_tokens = static_cast<int64_t>(engine_->num_kv_blocks()) * options.block_size;
   limits_.model_name = config.name;
@@ -38,8 +68,8 @@ ServingContext::ServingContext(Engine* engine, const Tokenizer* tokenizer,
   limits_.default_max_tokens = 0;
   limits_.max_n = options.max_n;
   limits_.max_logprobs = options.max_logprobs;
-  limits_.max_stop_strings = tokenizer_ != nullptr ? options.max_stop_strings : 0;
-  limits_.chat_supported = chat_template_.has_value();
+  limits_.max_stop_strings = tokenizer != nullptr ? options.max_stop_strings : 0;
+  limits_.chat_supported = renderer_.chat_template() != nullptr;
   limits_.kv_block_size = options.block_size;
   limits_.kv_total_blocks = engine_->num_kv_blocks();
 
@@ -50,12 +80,12 @@ ServingContext::ServingContext(Engine* engine, const Tokenizer* tokenizer,
   model_info_.set_pool_limited_context_length(limits_.context_length);
   model_info_.set_kv_block_size(options.block_size);
   for (int32_t eos : engine_->eos_token_ids()) model_info_.add_eos_token_ids(eos);
-  if (tokenizer_ != nullptr && tokenizer_->bos_id() >= 0) {
-    model_info_.set_bos_token_id(tokenizer_->bos_id());
+  if (tokenizer != nullptr && tokenizer->bos_id() >= 0) {
+    model_info_.set_bos_token_id(tokenizer->bos_id());
   }
-  if (chat_template_.has_value()) {
-    model_info_.set_chat_template_format(
-        chat_template_->format() == ChatFormat::kChatMl ? "chatml" : "llama3");
+  if (const ChatTemplate* chat = renderer_.chat_template(); chat != nullptr) {
+    model_info_.set_chat_template_format(chat->format() == ChatFormat::kChatMl ? "chatml"
+                                                                               : "llama3");
   }
   *model_info_.mutable_limits() = ToProtoLimits(limits_);
   model_info_.set_tensor_parallel_size(tensor_parallel_size);
@@ -87,43 +117,13 @@ void ServingContext::Abort(const std::string& engine_request_id) {
   (void)engine_->Abort(engine_request_id);  // NOT_FOUND: it already ended, nothing to free
 }
 
-absl::StatusOr<RenderedPrompt> ServingContext::RenderText(
-    const std::string* prompt, const v1::ChatConversation* chat,
-    std::optional<bool> add_special_tokens, std::optional<bool> add_generation_prompt) const {
-  if (tokenizer_ == nullptr) {
-    return absl::InvalidArgumentError(
-        "input: the served model has no tokenizer; send prompt_token_ids");
-  }
-  std::vector<ChatMessage> messages;
-  if (chat != nullptr) {
-    messages.reserve(chat->messages_size());
-    for (const v1::ChatMessage& message : chat->messages()) {
-      messages.push_back({message.role(), message.content()});
-    }
-  }
-  return RenderPrompt(*tokenizer_, chat_template_ ? &*chat_template_ : nullptr, prompt,
-                      chat != nullptr ? &messages : nullptr, add_special_tokens,
-                      add_generation_prompt);
-}
-
 absl::StatusOr<StartedRequest> ServingContext::StartGenerate(const v1::GenerateRequest& request) {
   if (draining()) return Rejected(Draining());
   if (absl::Status s = ValidateGenerateRequest(request, limits_); !s.ok()) return Rejected(s);
   EngineRequest engine_request;
-  if (request.has_prompt_token_ids()) {
-    engine_request.prompt_token_ids.assign(request.prompt_token_ids().ids().begin(),
-                                           request.prompt_token_ids().ids().end());
-  } else {
-    absl::StatusOr<RenderedPrompt> rendered = RenderText(
-        request.has_prompt() ? &request.prompt() : nullptr,
-        request.has_chat() ? &request.chat() : nullptr,
-        request.has_add_special_tokens() ? std::optional<bool>(request.add_special_tokens())
-                                         : std::nullopt,
-        request.has_add_generation_prompt() ? std::optional<bool>(request.add_generation_prompt())
-                                            : std::nullopt);
-    if (!rendered.ok()) return Rejected(rendered.status());
-    engine_request.prompt_token_ids = std::move(rendered->token_ids);
-  }
+  absl::StatusOr<std::vector<int32_t>> prompt = renderer_.Render(PromptInputOf(request));
+  if (!prompt.ok()) return Rejected(prompt.status());
+  engine_request.prompt_token_ids = *std::move(prompt);
   if (absl::Status s =
           ValidatePromptTokens(engine_request.prompt_token_ids, limits_, "prompt_token_ids.ids");
       !s.ok()) {
@@ -187,37 +187,20 @@ absl::StatusOr<StartedRequest> ServingContext::Submit(EngineRequest request,
 absl::StatusOr<v1::TokenizeResponse> ServingContext::Tokenize(
     const v1::TokenizeRequest& request) const {
   KVSERVE_RETURN_IF_ERROR(ValidateTokenizeRequest(request, limits_));
-  KVSERVE_ASSIGN_OR_RETURN(RenderedPrompt rendered,
-                           RenderText(request.has_prompt() ? &request.prompt() : nullptr,
-                                      request.has_chat() ? &request.chat() : nullptr,
-                                      request.has_add_special_tokens()
-                                          ? std::optional<bool>(request.add_special_tokens())
-                                          : std::nullopt,
-                                      request.has_add_generation_prompt()
-                                          ? std::optional<bool>(request.add_generation_prompt())
-                                          : std::nullopt));
-  v1::TokenizeResponse response;
-  response.mutable_token_ids()->Add(rendered.token_ids.begin(), rendered.token_ids.end());
-  if (request.return_token_bytes()) {
-    for (int32_t id : rendered.token_ids) {
-      std::string bytes;
-      tokenizer_->AppendTokenBytes(id, /*skip_special=*/false, &bytes);
-      response.add_token_bytes(std::move(bytes));
-    }
-  }
-  response.set_rendered_prompt(std::move(rendered.rendered_chat));
-  return response;
+  KVSERVE_ASSIGN_OR_RETURN(
+      TokenizedPrompt tokenized,
+      renderer_.Tokenize(PromptInputOf(request), request.return_token_bytes()));
+  return ToTokenizeResponse(std::move(tokenized));
 }
 
 absl::StatusOr<v1::DetokenizeResponse> ServingContext::Detokenize(
     const v1::DetokenizeRequest& request) const {
   KVSERVE_RETURN_IF_ERROR(ValidateDetokenizeRequest(request, limits_));
-  if (tokenizer_ == nullptr) {
-    return absl::FailedPreconditionError("the served model has no tokenizer");
-  }
+  KVSERVE_ASSIGN_OR_RETURN(
+      std::string text,
+      renderer_.Detokenize(request.token_ids(), !request.detokenize_special_tokens()));
   v1::DetokenizeResponse response;
-  std::vector<int32_t> ids(request.token_ids().begin(), request.token_ids().end());
-  response.set_text(tokenizer_->Decode(ids, !request.detokenize_special_tokens()));
+  response.set_text(std::move(text));
   return response;
 }
 

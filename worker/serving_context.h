@@ -1,6 +1,6 @@
 // ServingContext: what both gRPC services share, between the transport and the engine. It owns
 // the request-level logic of the worker: validate a request (request_validation.h), turn its
-// input into token ids (tokenizer, chat template), resolve sampling defaults
+// input into token ids (PromptRenderer, the router's too), resolve sampling defaults
 // (proto_conversion.h), check that it can fit in the KV pool, and submit it to the engine under
 // an internal id. It also answers Tokenize / Detokenize / GetModelInfo and knows whether the
 // worker is draining (new requests are then refused with UNAVAILABLE).
@@ -28,8 +28,7 @@
 #include "kvserve/v1/generation.pb.h"
 #include "kvserve/v1/worker.pb.h"
 #include "model/model_config.h"
-#include "tokenizer/chat_template.h"
-#include "tokenizer/prompt.h"
+#include "tokenizer/prompt_renderer.h"
 #include "tokenizer/tokenizer.h"
 #include "worker/metrics.h"
 
@@ -78,18 +77,11 @@ class ServingContext {
   WorkerMetrics* metrics() { return metrics_; }
 
  private:
-  // Input of a Generate / Tokenize request as token ids, by RenderPrompt (tokenizer/prompt.h), the
-  // rule the router shares. Chat without a template is refused earlier, by validation.
-  absl::StatusOr<RenderedPrompt> RenderText(const std::string* prompt,
-                                            const kvserve::v1::ChatConversation* chat,
-                                            std::optional<bool> add_special_tokens,
-                                            std::optional<bool> add_generation_prompt) const;
   absl::StatusOr<StartedRequest> Submit(EngineRequest request, std::string client_request_id);
   absl::Status Rejected(absl::Status status);  // counts it, returns it
 
   Engine* const engine_;
-  const Tokenizer* const tokenizer_;
-  std::optional<ChatTemplate> chat_template_;
+  const PromptRenderer renderer_;
   WorkerMetrics* const metrics_;
   ServingLimits limits_;
   kvserve::v1::ModelInfo model_info_;

@@ -13,21 +13,7 @@ namespace v1 = ::kvserve::v1;
 StatusReactor::StatusReactor(ServingContext* context,
                              std::shared_ptr<StatusSubscription> subscription)
     : context_(context), subscription_(std::move(subscription)) {
-  {
-    absl::MutexLock lock(&link_->mu);
-    link_->reactor = this;
-  }
-  subscription_->SetNotifier([link = link_] {
-    StatusReactor* reactor = nullptr;
-    Action action = Action::kNone;
-    {
-      absl::MutexLock lock(&link->mu);
-      if (link->reactor == nullptr) return;
-      reactor = link->reactor;
-      action = reactor->Plan();
-    }
-    reactor->Execute(action);
-  });
+  subscription_->SetNotifier(Notifier());
   Pump();  // an update may already be waiting
 }
 
@@ -58,75 +44,31 @@ void StatusReactor::Enqueue(const StatusUpdate& update) {
   }
 }
 
-StatusReactor::Action StatusReactor::Plan() {
-  if (finished_ || write_in_flight_) return Action::kNone;
-  if (cancelled_) {
-    finished_ = true;
-    final_status_ = grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled");
-    return Action::kFinish;
-  }
+StatusReactor::Action StatusReactor::PlanNext() {
   if (outbox_.empty()) {
     StatusUpdate update;
     switch (subscription_->Pop(absl::ZeroDuration(), &update)) {
       case StatusSubscription::PopResult::kTimeout:
         return Action::kNone;
       case StatusSubscription::PopResult::kEnd:
-        finished_ = true;
-        final_status_ = context_->draining()
-                            ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "worker is draining")
-                            : grpc::Status::OK;
-        return Action::kFinish;
+        return FinishWith(context_->draining()
+                              ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "worker is draining")
+                              : grpc::Status::OK);
       case StatusSubscription::PopResult::kUpdate:
         Enqueue(update);
         break;
     }
   }
-  writing_ = std::move(outbox_.front());
+  v1::WorkerStatus next = std::move(outbox_.front());
   outbox_.pop_front();
-  write_in_flight_ = true;
-  return Action::kWrite;
+  return Write(std::move(next));
 }
 
-void StatusReactor::Execute(Action action) {
-  if (action == Action::kWrite) StartWrite(&writing_);
-  if (action == Action::kFinish) Finish(final_status_);
-}
-
-void StatusReactor::Pump() {
-  Action action;
-  {
-    absl::MutexLock lock(&link_->mu);
-    action = Plan();
-  }
-  Execute(action);
-}
-
-void StatusReactor::OnWriteDone(bool ok) {
-  {
-    absl::MutexLock lock(&link_->mu);
-    write_in_flight_ = false;
-    if (!ok) cancelled_ = true;
-  }
-  if (!ok) subscription_->Close();
-  Pump();
-}
-
-void StatusReactor::OnCancel() {
-  {
-    absl::MutexLock lock(&link_->mu);
-    cancelled_ = true;
-  }
-  subscription_->Close();
-  Pump();
-}
+void StatusReactor::StopSource() { subscription_->Close(); }
 
 void StatusReactor::OnDone() {
-  {
-    absl::MutexLock lock(&link_->mu);
-    link_->reactor = nullptr;
-  }
   subscription_->Close();
-  delete this;
+  WritePump::OnDone();  // deletes this
 }
 
 }  // namespace kvserve

@@ -1,14 +1,14 @@
 #include "worker/worker_server.h"
 
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
-#include <exception>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "api/grpc_server.h"
 #include "base/status_macros.h"
+#include "http/metrics_exposer.h"
 
 namespace kvserve {
 namespace {
@@ -17,12 +17,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
     const WorkerOptions& options) {
   if (!options.tls_enabled()) return grpc::InsecureServerCredentials();
   KVSERVE_ASSIGN_OR_RETURN(TlsMaterial tls, LoadTlsFiles(options));
-  grpc::SslServerCredentialsOptions ssl(
-      tls.client_ca_pem.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-                                : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  ssl.pem_root_certs = tls.client_ca_pem;
-  ssl.pem_key_cert_pairs.push_back({tls.private_key_pem, tls.cert_chain_pem});
-  return grpc::SslServerCredentials(ssl);
+  return TlsServerCredentials(tls.cert_chain_pem, tls.private_key_pem, tls.client_ca_pem);
 }
 
 // "host:port" with the port replaced by the bound one.
@@ -73,8 +68,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   KVSERVE_RETURN_IF_ERROR(server->engine_->Start());
   server->metrics_->SetStatsSource([engine = server->engine_.get()] { return engine->Stats(); });
 
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  EnableHealthAndReflection();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, credentials, &server->grpc_port_);
   // Routers ping every second to detect a frozen worker (router/worker_connection.h); allow it.
@@ -88,10 +82,8 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   server->worker_service_ = std::make_unique<WorkerService>(server->context_.get());
   builder.RegisterService(server->generation_service_.get());
   builder.RegisterService(server->worker_service_.get());
-  server->server_ = builder.BuildAndStart();
-  if (server->server_ == nullptr || server->grpc_port_ == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--listen: cannot listen on ", options.listen));
-  }
+  KVSERVE_ASSIGN_OR_RETURN(server->server_,
+                           StartGrpcServer(builder, options.listen, server->grpc_port_));
   {
     absl::MutexLock lock(&server->health_mu_);
     server->health_ready_ = true;
@@ -104,15 +96,9 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
       options.worker_id.empty() ? WithPort(options.listen, server->grpc_port_) : options.worker_id;
   server->context_->SetWorkerId(server->worker_id_);
 
-  try {
-    server->exposer_ = std::make_unique<prometheus::Exposer>(options.metrics_listen);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("--metrics_listen: cannot listen on ",
-                                                   options.metrics_listen, ": ", e.what()));
-  }
-  server->exposer_->RegisterCollectable(server->metrics_);
-  const std::vector<int> ports = server->exposer_->GetListeningPorts();
-  server->metrics_port_ = ports.empty() ? 0 : ports.front();
+  KVSERVE_ASSIGN_OR_RETURN(server->exposer_,
+                           StartMetricsExposer(options.metrics_listen, server->metrics_));
+  server->metrics_port_ = ExposerPort(*server->exposer_);
   if (options.http_port >= 0) {
     KVSERVE_RETURN_IF_ERROR(server->StartHttp(options));
   }
@@ -122,11 +108,9 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
 absl::Status WorkerServer::StartHttp(const WorkerOptions& options) {
   http_backend_ = std::make_unique<WorkerHttpBackend>(
       context_.get(), [this] { return serving(); }, options.http_api_key);
-  KVSERVE_ASSIGN_OR_RETURN(std::unique_ptr<OpenAiHttpService> http,
-                           OpenAiHttpService::Start(http_backend_.get(), options.listen,
-                                                    options.http_port, options.http_model_aliases));
-  http_ = std::move(http);
-  exposer_->RegisterCollectable(http_->metrics());
+  KVSERVE_ASSIGN_OR_RETURN(
+      http_, OpenAiHttpService::Start(http_backend_.get(), options.listen, options.http_port,
+                                      options.http_model_aliases, exposer_.get()));
   return absl::OkStatus();
 }
 

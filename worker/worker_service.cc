@@ -1,6 +1,5 @@
 #include "worker/worker_service.h"
 
-#include "api/raw_message.h"
 #include "api/unary_call.h"
 #include "worker/generate_reactor.h"
 #include "worker/status_reactor.h"
@@ -11,13 +10,7 @@ namespace v1 = ::kvserve::v1;
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* WorkerService::Generate(
     grpc::CallbackServerContext* /*call*/, const grpc::ByteBuffer* request) {
-  v1::WorkerGenerateRequest parsed;
-  absl::Status status = ParseRequest(*request, &parsed);
-  if (!status.ok()) {
-    if (context_->metrics() != nullptr) context_->metrics()->RecordRejected(status.code());
-    return GenerateReactor::Create(context_, status);
-  }
-  return GenerateReactor::Create(context_, context_->StartWorkerGenerate(parsed));
+  return GenerateReactor::ParseAndStart(context_, *request, &ServingContext::StartWorkerGenerate);
 }
 
 grpc::ServerWriteReactor<v1::WorkerStatus>* WorkerService::StreamStatus(

@@ -9,11 +9,14 @@
 #include "api/raw_message.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
 
 namespace v1 = ::kvserve::v1;
+using ::kvserve::testing::StatusIs;
+using ::testing::_;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -42,21 +45,20 @@ v1::GenerateRequest PromptRequest(const std::string& prompt) {
 
 // Asserts the code and that the message starts with `field` + ": ".
 void ExpectError(const absl::Status& status, absl::StatusCode code, const std::string& field) {
-  EXPECT_EQ(status.code(), code) << status;
-  EXPECT_THAT(std::string(status.message()), StartsWith(field + ": ")) << status;
+  EXPECT_THAT(status, StatusIs(code, StartsWith(field + ": ")));
 }
 
 TEST(ValidateGenerateRequest, AcceptsEachInputKind) {
   const ServingLimits limits = TestLimits();
-  EXPECT_TRUE(ValidateGenerateRequest(PromptRequest("hello"), limits).ok());
+  KVSERVE_EXPECT_OK(ValidateGenerateRequest(PromptRequest("hello"), limits));
   v1::GenerateRequest ids;
   ids.mutable_prompt_token_ids()->add_ids(5);
-  EXPECT_TRUE(ValidateGenerateRequest(ids, limits).ok());
+  KVSERVE_EXPECT_OK(ValidateGenerateRequest(ids, limits));
   v1::GenerateRequest chat;
   v1::ChatMessage* message = chat.mutable_chat()->add_messages();
   message->set_role("user");
   message->set_content("hi");
-  EXPECT_TRUE(ValidateGenerateRequest(chat, limits).ok());
+  KVSERVE_EXPECT_OK(ValidateGenerateRequest(chat, limits));
 }
 
 TEST(ValidateGenerateRequest, RefusesMissingOrEmptyInput) {
@@ -82,7 +84,7 @@ TEST(ValidateGenerateRequest, RefusesBadChatRoleAndChatWithoutTemplate) {
   chat.mutable_chat()->add_messages()->set_role("wizard");
   const absl::Status status = ValidateGenerateRequest(chat, limits);
   ExpectError(status, absl::StatusCode::kInvalidArgument, "chat.messages[1].role");
-  EXPECT_THAT(std::string(status.message()), HasSubstr("wizard"));
+  EXPECT_THAT(status, StatusIs(_, HasSubstr("wizard")));
   limits.chat_supported = false;
   chat.mutable_chat()->mutable_messages(1)->set_role("assistant");
   ExpectError(ValidateGenerateRequest(chat, limits), absl::StatusCode::kInvalidArgument, "chat");
@@ -110,7 +112,7 @@ TEST(ValidateGenerateRequest, RefusesOtherModelWithNotFound) {
   request.set_model("other");
   ExpectError(ValidateGenerateRequest(request, TestLimits()), absl::StatusCode::kNotFound, "model");
   request.set_model("test-model");
-  EXPECT_TRUE(ValidateGenerateRequest(request, TestLimits()).ok());
+  KVSERVE_EXPECT_OK(ValidateGenerateRequest(request, TestLimits()));
 }
 
 TEST(ValidateGenerateRequest, RefusesBadRequestIdAndPriority) {
@@ -212,7 +214,7 @@ TEST(ValidateSamplingParams, AcceptsBoundaryValues) {
   sampling.set_n(4);
   sampling.add_stop("12345678");
   sampling.add_stop_token_ids(999);
-  EXPECT_TRUE(ValidateSamplingParams(sampling, TestLimits(), "sampling").ok());
+  KVSERVE_EXPECT_OK(ValidateSamplingParams(sampling, TestLimits(), "sampling"));
 }
 
 TEST(ValidatePromptTokens, RefusesEmptyUnknownIdAndTooLong) {
@@ -222,24 +224,24 @@ TEST(ValidatePromptTokens, RefusesEmptyUnknownIdAndTooLong) {
   const std::vector<int32_t> unknown = {1, 2, 1000};
   const absl::Status status = ValidatePromptTokens(unknown, limits, "prompt_token_ids.ids");
   ExpectError(status, absl::StatusCode::kInvalidArgument, "prompt_token_ids.ids[2]");
-  EXPECT_THAT(std::string(status.message()), HasSubstr("1000"));
+  EXPECT_THAT(status, StatusIs(_, HasSubstr("1000")));
   ExpectError(ValidatePromptTokens(std::vector<int32_t>{-1}, limits, "ids"),
               absl::StatusCode::kInvalidArgument, "ids[0]");
   const std::vector<int32_t> too_long(256, 7);
   ExpectError(ValidatePromptTokens(too_long, limits, "ids"), absl::StatusCode::kInvalidArgument,
               "input");
-  EXPECT_TRUE(ValidatePromptTokens(std::vector<int32_t>(255, 7), limits, "ids").ok());
+  KVSERVE_EXPECT_OK(ValidatePromptTokens(std::vector<int32_t>(255, 7), limits, "ids"));
 }
 
 TEST(ValidateKvFit, RefusesRequestThatCouldNeverFitThePool) {
-  const ServingLimits limits = TestLimits();             // 32 blocks of 16 tokens
-  EXPECT_TRUE(ValidateKvFit(100, 150, 1, limits).ok());  // 250 tokens: 16 blocks
+  const ServingLimits limits = TestLimits();              // 32 blocks of 16 tokens
+  KVSERVE_EXPECT_OK(ValidateKvFit(100, 150, 1, limits));  // 250 tokens: 16 blocks
   // 4 choices of 150 tokens after 100 prompt tokens: 6 shared + 4 * 10 blocks > 32.
   const absl::Status status = ValidateKvFit(100, 150, 4, limits);
   ExpectError(status, absl::StatusCode::kResourceExhausted, "sampling.max_tokens");
-  EXPECT_THAT(std::string(status.message()), HasSubstr("46 KV blocks"));
+  EXPECT_THAT(status, StatusIs(_, HasSubstr("46 KV blocks")));
   // max_tokens 0 means to the end of the 256-token context: 16 blocks, fits.
-  EXPECT_TRUE(ValidateKvFit(100, 0, 1, limits).ok());
+  KVSERVE_EXPECT_OK(ValidateKvFit(100, 0, 1, limits));
 }
 
 TEST(ValidateKvFit, CapsMaxTokensAtTheContextLength) {
@@ -247,7 +249,7 @@ TEST(ValidateKvFit, CapsMaxTokensAtTheContextLength) {
   limits.kv_total_blocks = 16;  // exactly the 256-token context
   // 5 prompt tokens + the advertised max_tokens (255) would be 260 tokens, 17 blocks; capped at
   // the context it is 256 tokens, 16 blocks, which the pool holds.
-  EXPECT_TRUE(ValidateKvFit(5, limits.max_tokens, 1, limits).ok());
+  KVSERVE_EXPECT_OK(ValidateKvFit(5, limits.max_tokens, 1, limits));
 }
 
 TEST(ServingLimitsFromModelInfo, RoundTripsThePublishedLimits) {
@@ -289,7 +291,7 @@ TEST(ValidateTokenizeRequest, RefusesMissingInputAndBadUtf8) {
   ExpectError(ValidateTokenizeRequest(request, TestLimits()), absl::StatusCode::kInvalidArgument,
               "prompt");
   request.set_prompt("");  // empty text tokenizes to nothing; allowed
-  EXPECT_TRUE(ValidateTokenizeRequest(request, TestLimits()).ok());
+  KVSERVE_EXPECT_OK(ValidateTokenizeRequest(request, TestLimits()));
 }
 
 TEST(ValidateWorkerGenerateRequest, RefusesBadChoicesAndIds) {
@@ -298,7 +300,7 @@ TEST(ValidateWorkerGenerateRequest, RefusesBadChoicesAndIds) {
   request.add_prompt_token_ids(3);
   request.mutable_sampling()->set_n(2);
   request.add_choices()->set_index(0);
-  EXPECT_TRUE(ValidateWorkerGenerateRequest(request, TestLimits()).ok());
+  KVSERVE_EXPECT_OK(ValidateWorkerGenerateRequest(request, TestLimits()));
   request.add_choices()->set_index(0);
   ExpectError(ValidateWorkerGenerateRequest(request, TestLimits()),
               absl::StatusCode::kInvalidArgument, "choices[1].index");
@@ -347,7 +349,7 @@ TEST(ParseRequest, NamesTheFieldWithInvalidUtf8InRawBytes) {
               "chat.messages[1].content");
 
   grpc::ByteBuffer good = ToByteBuffer(request);
-  ASSERT_TRUE(ParseRequest(good, &parsed).ok());
+  KVSERVE_ASSERT_OK(ParseRequest(good, &parsed));
   EXPECT_EQ(parsed.chat().messages(1).content(), "PLACEHOLDER");
 
   grpc::Slice garbage(std::string("\xFF\xFF\xFF"));

@@ -20,29 +20,30 @@
 #include "comm/store_server.h"
 #include "tests/comm/collective_checks.h"
 #include "tests/comm/comm_test_util.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
 
+using ::kvserve::testing::StatusIs;
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
 using testing::LoopbackOptions;
+using testing::MakeGlooGroup;
 using testing::RunGlooGroup;
+using testing::RunRanks;
+using testing::StartLoopbackStore;
 
-std::unique_ptr<StoreServer> StartServer() {
-  absl::StatusOr<std::unique_ptr<StoreServer>> server = StoreServer::Start("127.0.0.1:0");
-  EXPECT_TRUE(server.ok()) << server.status();
-  return server.ok() ? std::move(*server) : nullptr;
-}
-
-bool IsPeerFailure(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kUnavailable ||
-         status.code() == absl::StatusCode::kDeadlineExceeded;
+// How a collective fails when a peer is gone: UNAVAILABLE or DEADLINE_EXCEEDED.
+::testing::Matcher<absl::Status> IsPeerFailure() {
+  return StatusIs(AnyOf(absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded));
 }
 
 class GlooGroupTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(GlooGroupTest, CollectivesGiveExactSumsRankOrderAndTheRootsBytes) {
   const int size = GetParam();
-  std::unique_ptr<StoreServer> server = StartServer();
+  std::unique_ptr<StoreServer> server = StartLoopbackStore();
   ASSERT_NE(server, nullptr);
   std::vector<absl::Status> results = RunGlooGroup(
       size, [&](int rank) { return LoopbackOptions(rank, size, server.get()); },
@@ -52,7 +53,7 @@ TEST_P(GlooGroupTest, CollectivesGiveExactSumsRankOrderAndTheRootsBytes) {
         EXPECT_STREQ(communicator.name(), "gloo");
         return testing::RunCollectiveChecks(communicator);
       });
-  for (int rank = 0; rank < size; ++rank) EXPECT_TRUE(results[rank].ok()) << results[rank];
+  for (int rank = 0; rank < size; ++rank) KVSERVE_EXPECT_OK(results[rank]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, GlooGroupTest, ::testing::Values(2, 3, 4, 8),
@@ -64,7 +65,7 @@ TEST(GlooCommunicatorTest, LeaderStartsTheStoreAtItsOwnAddress) {
   // A port the kernel just handed out and took back: free unless another process grabs it in
   // between (the other tests hand rank 0 a running server instead).
   int port = 0;
-  ASSERT_TRUE(net::Listen({"127.0.0.1", 0}, &port).ok());
+  KVSERVE_ASSERT_OK(net::Listen({"127.0.0.1", 0}, &port));
   const std::string leader = "127.0.0.1:" + std::to_string(port);
   std::vector<absl::Status> results = RunGlooGroup(
       2,
@@ -77,34 +78,29 @@ TEST(GlooCommunicatorTest, LeaderStartsTheStoreAtItsOwnAddress) {
         return options;
       },
       [](int, Communicator& communicator) { return testing::RunCollectiveChecks(communicator); });
-  EXPECT_TRUE(results[0].ok()) << results[0];
-  EXPECT_TRUE(results[1].ok()) << results[1];
+  KVSERVE_EXPECT_OK(results[0]);
+  KVSERVE_EXPECT_OK(results[1]);
 }
 
 TEST(GlooCommunicatorTest, ARankThatNeverJoinsIsNamedWithinTheConnectTimeout) {
-  std::unique_ptr<StoreServer> server = StartServer();
+  std::unique_ptr<StoreServer> server = StartLoopbackStore();
   ASSERT_NE(server, nullptr);
   const absl::Time start = absl::Now();
   std::vector<absl::Status> results(3);
-  std::vector<std::thread> threads;
-  for (int rank : {0, 1}) {  // rank 2 never comes
-    threads.emplace_back([&, rank] {
-      CommOptions options = LoopbackOptions(rank, 3, server.get());
-      options.connect_timeout = absl::Seconds(1);
-      results[rank] = CreateGlooCommunicator(options).status();
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
+  RunRanks(2, [&](int rank) {  // ranks 0 and 1 of 3: rank 2 never comes
+    CommOptions options = LoopbackOptions(rank, 3, server.get());
+    options.connect_timeout = absl::Seconds(1);
+    results[rank] = CreateGlooCommunicator(options).status();
+  });
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   for (int rank : {0, 1}) {
-    EXPECT_EQ(results[rank].code(), absl::StatusCode::kDeadlineExceeded) << results[rank];
-    EXPECT_NE(results[rank].message().find("rank 2 of 3 did not join"), std::string::npos)
-        << results[rank];
+    EXPECT_THAT(results[rank], StatusIs(absl::StatusCode::kDeadlineExceeded,
+                                        HasSubstr("rank 2 of 3 did not join")));
   }
 }
 
 TEST(GlooCommunicatorTest, APeerThatStopsCallingFailsTheCollectiveAtTheTimeoutThenEveryCall) {
-  std::unique_ptr<StoreServer> server = StartServer();
+  std::unique_ptr<StoreServer> server = StartLoopbackStore();
   ASSERT_NE(server, nullptr);
   absl::Notification rank0_done;
   absl::Duration waited;
@@ -125,32 +121,20 @@ TEST(GlooCommunicatorTest, APeerThatStopsCallingFailsTheCollectiveAtTheTimeoutTh
         rank0_done.Notify();
         return status;
       });
-  EXPECT_EQ(results[0].code(), absl::StatusCode::kDeadlineExceeded) << results[0];
+  EXPECT_THAT(results[0], StatusIs(absl::StatusCode::kDeadlineExceeded));
   EXPECT_GE(waited, absl::Milliseconds(400));
   EXPECT_LT(waited, absl::Seconds(3));
-  EXPECT_TRUE(results[1].ok());
+  KVSERVE_EXPECT_OK(results[1]);
 }
 
 TEST(GlooCommunicatorTest, APeerWhoseCommunicatorIsGoneFailsTheOthersWithoutAHang) {
-  std::unique_ptr<StoreServer> server = StartServer();
-  ASSERT_NE(server, nullptr);
   const int size = 3;
-  std::vector<std::unique_ptr<Communicator>> communicators(size);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < size; ++rank) {
-    threads.emplace_back([&, rank] {
-      absl::StatusOr<std::unique_ptr<Communicator>> communicator =
-          CreateGlooCommunicator(LoopbackOptions(rank, size, server.get(), absl::Seconds(2)));
-      ASSERT_TRUE(communicator.ok()) << communicator.status();
-      communicators[rank] = std::move(*communicator);
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
-  threads.clear();
-  for (const auto& communicator : communicators) ASSERT_NE(communicator, nullptr);
+  std::vector<std::unique_ptr<Communicator>> communicators = MakeGlooGroup(size, absl::Seconds(2));
+  ASSERT_EQ(communicators.size(), static_cast<size_t>(size));
   communicators[1].reset();  // closes rank 1's connections
   std::vector<absl::Status> results(size);
   const absl::Time start = absl::Now();
+  std::vector<std::thread> threads;
   for (int rank : {0, 2}) {
     threads.emplace_back([&, rank] {
       std::vector<float> data(1 << 16, 1.0f);
@@ -160,24 +144,26 @@ TEST(GlooCommunicatorTest, APeerWhoseCommunicatorIsGoneFailsTheOthersWithoutAHan
   }
   for (std::thread& thread : threads) thread.join();
   EXPECT_LT(absl::Now() - start, absl::Seconds(4));
-  for (int rank : {0, 2}) EXPECT_TRUE(IsPeerFailure(results[rank])) << results[rank];
+  for (int rank : {0, 2}) EXPECT_THAT(results[rank], IsPeerFailure());
 }
 
 TEST(GlooCommunicatorTest, BadArgumentsAreRefusedOnTheCallingRankAndTheGroupStaysUsable) {
-  std::unique_ptr<StoreServer> server = StartServer();
+  std::unique_ptr<StoreServer> server = StartLoopbackStore();
   ASSERT_NE(server, nullptr);
   std::vector<absl::Status> results = RunGlooGroup(
       2, [&](int rank) { return LoopbackOptions(rank, 2, server.get()); },
       [](int, Communicator& communicator) -> absl::Status {
         uint16_t half = 0;
-        EXPECT_EQ(communicator.AllReduceSum(&half, 1, kernels::DType::kF16).code(),
-                  absl::StatusCode::kInvalidArgument);
-        EXPECT_EQ(communicator.Broadcast(&half, 2, 2).code(), absl::StatusCode::kInvalidArgument);
-        EXPECT_EQ(communicator.Broadcast(&half, 2, -1).code(), absl::StatusCode::kInvalidArgument);
+        EXPECT_THAT(communicator.AllReduceSum(&half, 1, kernels::DType::kF16),
+                    StatusIs(absl::StatusCode::kInvalidArgument));
+        EXPECT_THAT(communicator.Broadcast(&half, 2, 2),
+                    StatusIs(absl::StatusCode::kInvalidArgument));
+        EXPECT_THAT(communicator.Broadcast(&half, 2, -1),
+                    StatusIs(absl::StatusCode::kInvalidArgument));
         return testing::RunCollectiveChecks(communicator);
       });
-  EXPECT_TRUE(results[0].ok()) << results[0];
-  EXPECT_TRUE(results[1].ok()) << results[1];
+  KVSERVE_EXPECT_OK(results[0]);
+  KVSERVE_EXPECT_OK(results[1]);
 }
 
 TEST(GlooCommunicatorTest, ASingleRankGroupNeedsNoPeers) {
@@ -185,8 +171,8 @@ TEST(GlooCommunicatorTest, ASingleRankGroupNeedsNoPeers) {
   options.leader_address = "127.0.0.1:0";  // port 0 is fine when nobody has to find it
   options.hostname = "127.0.0.1";
   absl::StatusOr<std::unique_ptr<Communicator>> communicator = CreateGlooCommunicator(options);
-  ASSERT_TRUE(communicator.ok()) << communicator.status();
-  EXPECT_TRUE(testing::RunCollectiveChecks(**communicator).ok());
+  KVSERVE_ASSERT_OK(communicator);
+  KVSERVE_EXPECT_OK(testing::RunCollectiveChecks(**communicator));
 }
 
 }  // namespace

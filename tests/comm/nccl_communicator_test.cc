@@ -16,9 +16,12 @@
 
 #include "kernels/backend_factory.h"
 #include "kernels/dtype.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
+
+using ::kvserve::testing::StatusIs;
 
 class NcclCommunicatorTest : public ::testing::Test {
  protected:
@@ -31,7 +34,7 @@ class NcclCommunicatorTest : public ::testing::Test {
     options.timeout = absl::Seconds(30);
     absl::StatusOr<std::unique_ptr<Communicator>> communicator =
         CreateNcclCommunicator(options, backend_.get());
-    ASSERT_TRUE(communicator.ok()) << communicator.status();
+    KVSERVE_ASSERT_OK(communicator);
     communicator_ = std::move(*communicator);
   }
   void TearDown() override {
@@ -71,35 +74,35 @@ TEST_F(NcclCommunicatorTest, AllReduceOfOneRankKeepsF32AndBf16Values) {
   std::vector<float> values(576 * 3);
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 101) - 50.5f;
   float* f32 = ToDevice(values);
-  ASSERT_TRUE(communicator_->AllReduceSum(f32, values.size(), kernels::DType::kF32).ok());
+  KVSERVE_ASSERT_OK(communicator_->AllReduceSum(f32, values.size(), kernels::DType::kF32));
   EXPECT_EQ(ToHost(f32, values.size()), values);
 
   std::vector<uint16_t> halves(values.size());
   for (size_t i = 0; i < values.size(); ++i) halves[i] = kernels::FloatToBFloat16(values[i]);
   uint16_t* bf16 = ToDevice(halves);
-  ASSERT_TRUE(communicator_->AllReduceSum(bf16, halves.size(), kernels::DType::kBF16).ok());
+  KVSERVE_ASSERT_OK(communicator_->AllReduceSum(bf16, halves.size(), kernels::DType::kBF16));
   EXPECT_EQ(ToHost(bf16, halves.size()), halves);
-  EXPECT_TRUE(communicator_->AllReduceSum(f32, 0, kernels::DType::kF32).ok());
+  KVSERVE_EXPECT_OK(communicator_->AllReduceSum(f32, 0, kernels::DType::kF32));
 }
 
 TEST_F(NcclCommunicatorTest, AllGatherBroadcastAndBarrierOnDeviceBuffers) {
   const std::vector<uint8_t> bytes = {3, 1, 4, 1, 5, 9, 2, 6};
   uint8_t* in = ToDevice(bytes);
   uint8_t* out = ToDevice(std::vector<uint8_t>(bytes.size(), 0));
-  ASSERT_TRUE(communicator_->AllGather(in, out, bytes.size()).ok());
+  KVSERVE_ASSERT_OK(communicator_->AllGather(in, out, bytes.size()));
   EXPECT_EQ(ToHost(out, bytes.size()), bytes);
-  ASSERT_TRUE(communicator_->Broadcast(in, bytes.size(), 0).ok());
+  KVSERVE_ASSERT_OK(communicator_->Broadcast(in, bytes.size(), 0));
   EXPECT_EQ(ToHost(in, bytes.size()), bytes);
-  EXPECT_TRUE(communicator_->Barrier().ok());
+  KVSERVE_EXPECT_OK(communicator_->Barrier());
 }
 
 TEST_F(NcclCommunicatorTest, BadArgumentsAreRefusedAndTheGroupStaysUsable) {
   float* value = ToDevice(std::vector<float>{1.0f});
-  EXPECT_EQ(communicator_->AllReduceSum(value, 1, kernels::DType::kF16).code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(communicator_->Broadcast(value, 4, 1).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(communicator_->AllReduceSum(value, 1, kernels::DType::kF32).ok());
-  EXPECT_TRUE(communicator_->Barrier().ok());
+  EXPECT_THAT(communicator_->AllReduceSum(value, 1, kernels::DType::kF16),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(communicator_->Broadcast(value, 4, 1), StatusIs(absl::StatusCode::kInvalidArgument));
+  KVSERVE_EXPECT_OK(communicator_->AllReduceSum(value, 1, kernels::DType::kF32));
+  KVSERVE_EXPECT_OK(communicator_->Barrier());
 }
 
 TEST_F(NcclCommunicatorTest, ReportsTheAllReduceTimeAtTheDefaultHiddenSize) {
@@ -107,10 +110,10 @@ TEST_F(NcclCommunicatorTest, ReportsTheAllReduceTimeAtTheDefaultHiddenSize) {
     const size_t count = size_t{576} * tokens;
     float* data = ToDevice(std::vector<float>(count, 1.0f));
     const int iterations = 200;
-    ASSERT_TRUE(communicator_->AllReduceSum(data, count, kernels::DType::kF32).ok());  // warm-up
+    KVSERVE_ASSERT_OK(communicator_->AllReduceSum(data, count, kernels::DType::kF32));  // warm-up
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < iterations; ++i) {
-      ASSERT_TRUE(communicator_->AllReduceSum(data, count, kernels::DType::kF32).ok());
+      KVSERVE_ASSERT_OK(communicator_->AllReduceSum(data, count, kernels::DType::kF32));
     }
     const double us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)

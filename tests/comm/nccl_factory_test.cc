@@ -6,19 +6,22 @@
 
 #include "comm/nccl/nccl_communicator.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
+
+using ::kvserve::testing::StatusIs;
+using ::testing::HasSubstr;
 
 TEST(NcclFactoryTest, RefusesABackendThatIsNotCuda) {
   kernels::cpu::CpuBackend backend(1);
   CommOptions options;
   options.leader_address = "127.0.0.1:0";
   absl::Status status = CreateNcclCommunicator(options, &backend).status();
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
-  EXPECT_NE(status.message().find("not cpu"), std::string::npos) << status;
-  EXPECT_EQ(CreateNcclCommunicator(options, nullptr).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not cpu")));
+  EXPECT_THAT(CreateNcclCommunicator(options, nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(NcclFactoryTest, RefusesBadOptionsFirst) {
@@ -28,8 +31,7 @@ TEST(NcclFactoryTest, RefusesBadOptionsFirst) {
   options.rank = 5;
   options.leader_address = "127.0.0.1:1234";
   absl::Status status = CreateNcclCommunicator(options, &backend).status();
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
-  EXPECT_NE(status.message().find("rank 5"), std::string::npos) << status;
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rank 5")));
 }
 
 }  // namespace

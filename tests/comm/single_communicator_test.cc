@@ -10,22 +10,25 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/comm/collective_checks.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
+
+using ::kvserve::testing::StatusIs;
 
 TEST(SingleCommunicatorTest, PassesTheCollectiveChecks) {
   SingleCommunicator communicator;
   EXPECT_EQ(communicator.rank(), 0);
   EXPECT_EQ(communicator.size(), 1);
   EXPECT_STREQ(communicator.name(), "single");
-  EXPECT_TRUE(testing::RunCollectiveChecks(communicator).ok());
+  KVSERVE_EXPECT_OK(testing::RunCollectiveChecks(communicator));
 }
 
 TEST(SingleCommunicatorTest, AllReduceLeavesTheDataAsItIs) {
   SingleCommunicator communicator;
   std::vector<float> data = {1.5f, -2.0f, 3.25f};
-  ASSERT_TRUE(communicator.AllReduceSum(data.data(), 3, kernels::DType::kF32).ok());
+  KVSERVE_ASSERT_OK(communicator.AllReduceSum(data.data(), 3, kernels::DType::kF32));
   EXPECT_EQ(data, (std::vector<float>{1.5f, -2.0f, 3.25f}));
 }
 
@@ -34,19 +37,19 @@ TEST(SingleCommunicatorTest, AllGatherCopiesThroughTheBackend) {
   SingleCommunicator communicator(&backend);
   const std::vector<uint8_t> in = {1, 2, 3, 4};
   std::vector<uint8_t> out(4, 0);
-  ASSERT_TRUE(communicator.AllGather(in.data(), out.data(), in.size()).ok());
+  KVSERVE_ASSERT_OK(communicator.AllGather(in.data(), out.data(), in.size()));
   EXPECT_EQ(out, in);
 }
 
 TEST(SingleCommunicatorTest, RefusesOtherDTypesAndRoots) {
   SingleCommunicator communicator;
   uint16_t half = 0;
-  EXPECT_EQ(communicator.AllReduceSum(&half, 1, kernels::DType::kF16).code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(communicator.AllReduceSum(&half, -1, kernels::DType::kBF16).code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(communicator.Broadcast(&half, 2, 1).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(communicator.Broadcast(&half, 2, 0).ok());
+  EXPECT_THAT(communicator.AllReduceSum(&half, 1, kernels::DType::kF16),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(communicator.AllReduceSum(&half, -1, kernels::DType::kBF16),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(communicator.Broadcast(&half, 2, 1), StatusIs(absl::StatusCode::kInvalidArgument));
+  KVSERVE_EXPECT_OK(communicator.Broadcast(&half, 2, 0));
 }
 
 }  // namespace

@@ -17,121 +17,120 @@
 #include "comm/socket_io.h"
 #include "comm/store_client.h"
 #include "comm/store_server.h"
+#include "tests/comm/comm_test_util.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
 
-absl::Time Deadline(absl::Duration from_now = absl::Seconds(10)) { return absl::Now() + from_now; }
+using ::kvserve::testing::LoopbackOptions;
+using ::kvserve::testing::RunRanks;
+using ::kvserve::testing::StartLoopbackStore;
+using ::kvserve::testing::StatusIs;
+using ::testing::HasSubstr;
+using ::testing::_;
 
-std::unique_ptr<StoreServer> StartServer() {
-  absl::StatusOr<std::unique_ptr<StoreServer>> server = StoreServer::Start("127.0.0.1:0");
-  EXPECT_TRUE(server.ok()) << server.status();
-  return server.ok() ? std::move(*server) : nullptr;
-}
+absl::Time Deadline(absl::Duration from_now = absl::Seconds(10)) { return absl::Now() + from_now; }
 
 // A port nothing listens on: one the kernel handed out and that was closed again.
 int ClosedPort() {
   int port = 0;
   absl::StatusOr<net::Socket> socket = net::Listen({"127.0.0.1", 0}, &port);
-  EXPECT_TRUE(socket.ok());
+  KVSERVE_EXPECT_OK(socket);
   return port;
 }
 
 TEST(HostPortTest, ParsesNamesIpv4AndBracketedIpv6) {
   absl::StatusOr<net::HostPort> name = net::ParseHostPort("leader.svc:29500");
-  ASSERT_TRUE(name.ok());
+  KVSERVE_ASSERT_OK(name);
   EXPECT_EQ(name->host, "leader.svc");
   EXPECT_EQ(name->port, 29500);
   absl::StatusOr<net::HostPort> v6 = net::ParseHostPort("[::1]:80");
-  ASSERT_TRUE(v6.ok());
+  KVSERVE_ASSERT_OK(v6);
   EXPECT_EQ(v6->host, "::1");
   EXPECT_EQ(net::FormatHostPort(*v6), "[::1]:80");
   for (const char* bad : {"", "host", "host:", "host:65536", "host:-1", "::1:80", "[::1]80"}) {
-    EXPECT_EQ(net::ParseHostPort(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(net::ParseHostPort(bad), StatusIs(absl::StatusCode::kInvalidArgument)) << bad;
   }
 }
 
 TEST(StoreTest, GetReturnsWhatWasSetIncludingBinaryValues) {
-  std::unique_ptr<StoreServer> server = StartServer();
+  std::unique_ptr<StoreServer> server = StartLoopbackStore();
   ASSERT_NE(server, nullptr);
   absl::StatusOr<std::unique_ptr<StoreClient>> client =
       StoreClient::Connect(server->address(), Deadline());
-  ASSERT_TRUE(client.ok()) << client.status();
+  KVSERVE_ASSERT_OK(client);
   const std::string value("a\0b\xff", 4);
-  ASSERT_TRUE((*client)->Set("key", value, Deadline()).ok());
+  KVSERVE_ASSERT_OK((*client)->Set("key", value, Deadline()));
   absl::StatusOr<std::string> got = (*client)->Get("key", Deadline());
-  ASSERT_TRUE(got.ok()) << got.status();
+  KVSERVE_ASSERT_OK(got);
   EXPECT_EQ(*got, value);
   EXPECT_EQ(*(*client)->Contains("key"), true);
   EXPECT_EQ(*(*client)->Contains("other"), false);
 }
 
 TEST(StoreTest, GetWaitsForAKeySetLaterByAnotherClient) {
-  std::unique_ptr<StoreServer> server = StartServer();
+  std::unique_ptr<StoreServer> server = StartLoopbackStore();
   ASSERT_NE(server, nullptr);
   std::thread setter([&] {
     absl::SleepFor(absl::Milliseconds(200));
     absl::StatusOr<std::unique_ptr<StoreClient>> client =
         StoreClient::Connect(server->address(), Deadline());
-    ASSERT_TRUE(client.ok());
-    EXPECT_TRUE((*client)->Set("late", "value", Deadline()).ok());
+    KVSERVE_ASSERT_OK(client);
+    KVSERVE_EXPECT_OK((*client)->Set("late", "value", Deadline()));
   });
   absl::StatusOr<std::unique_ptr<StoreClient>> client =
       StoreClient::Connect(server->address(), Deadline());
-  ASSERT_TRUE(client.ok());
+  KVSERVE_ASSERT_OK(client);
   absl::StatusOr<std::string> got = (*client)->Get("late", Deadline());
   setter.join();
-  ASSERT_TRUE(got.ok()) << got.status();
+  KVSERVE_ASSERT_OK(got);
   EXPECT_EQ(*got, "value");
 }
 
 TEST(StoreTest, GetOfAKeyNobodySetsEndsAtTheDeadline) {
-  std::unique_ptr<StoreServer> server = StartServer();
+  std::unique_ptr<StoreServer> server = StartLoopbackStore();
   ASSERT_NE(server, nullptr);
   absl::StatusOr<std::unique_ptr<StoreClient>> client =
       StoreClient::Connect(server->address(), Deadline());
-  ASSERT_TRUE(client.ok());
+  KVSERVE_ASSERT_OK(client);
   const absl::Time start = absl::Now();
   absl::StatusOr<std::string> got = (*client)->Get("never", Deadline(absl::Milliseconds(300)));
-  EXPECT_EQ(got.status().code(), absl::StatusCode::kDeadlineExceeded) << got.status();
-  EXPECT_NE(got.status().message().find("never"), std::string::npos) << got.status();
+  EXPECT_THAT(got, StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("never")));
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
 }
 
 TEST(StoreTest, StoppingTheServerEndsAWaitingGetWithUnavailable) {
-  std::unique_ptr<StoreServer> server = StartServer();
+  std::unique_ptr<StoreServer> server = StartLoopbackStore();
   ASSERT_NE(server, nullptr);
   absl::StatusOr<std::unique_ptr<StoreClient>> client =
       StoreClient::Connect(server->address(), Deadline());
-  ASSERT_TRUE(client.ok());
+  KVSERVE_ASSERT_OK(client);
   std::thread stopper([&] {
     absl::SleepFor(absl::Milliseconds(200));
     server.reset();
   });
   absl::StatusOr<std::string> got = (*client)->Get("never", Deadline(absl::Seconds(30)));
   stopper.join();
-  EXPECT_EQ(got.status().code(), absl::StatusCode::kUnavailable) << got.status();
+  EXPECT_THAT(got, StatusIs(absl::StatusCode::kUnavailable));
 }
 
 TEST(StoreTest, AbortAnswersWaitingAndLaterGetsWithItsStatusButKeepsSetKeys) {
-  std::unique_ptr<StoreServer> server = StartServer();
+  std::unique_ptr<StoreServer> server = StartLoopbackStore();
   ASSERT_NE(server, nullptr);
   absl::StatusOr<std::unique_ptr<StoreClient>> client =
       StoreClient::Connect(server->address(), Deadline());
-  ASSERT_TRUE(client.ok());
-  ASSERT_TRUE((*client)->Set("set", "value", Deadline()).ok());
+  KVSERVE_ASSERT_OK(client);
+  KVSERVE_ASSERT_OK((*client)->Set("set", "value", Deadline()));
   std::thread aborter([&] {
     absl::SleepFor(absl::Milliseconds(200));
     server->Abort(absl::DeadlineExceededError("rank 3 of 4 did not join"));
   });
   absl::StatusOr<std::string> waiting = (*client)->Get("never", Deadline(absl::Seconds(30)));
   aborter.join();
-  EXPECT_EQ(waiting.status().code(), absl::StatusCode::kDeadlineExceeded) << waiting.status();
-  EXPECT_NE(waiting.status().message().find("aborted: rank 3 of 4 did not join"),
-            std::string::npos)
-      << waiting.status();
-  EXPECT_EQ((*client)->Get("other", Deadline()).status().code(),
-            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(waiting, StatusIs(absl::StatusCode::kDeadlineExceeded,
+                                HasSubstr("aborted: rank 3 of 4 did not join")));
+  EXPECT_THAT((*client)->Get("other", Deadline()), StatusIs(absl::StatusCode::kDeadlineExceeded));
   EXPECT_EQ(*(*client)->Get("set", Deadline()), "value");
 }
 
@@ -140,48 +139,40 @@ TEST(StoreTest, ConnectingWhereNobodyListensEndsAtTheDeadline) {
   const absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<StoreClient>> client =
       StoreClient::Connect(address, Deadline(absl::Milliseconds(400)));
-  EXPECT_EQ(client.status().code(), absl::StatusCode::kDeadlineExceeded) << client.status();
+  EXPECT_THAT(client, StatusIs(absl::StatusCode::kDeadlineExceeded));
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
 }
 
+// Options of `rank` in a loopback group that gives up joining after `connect_timeout`.
 CommOptions RankOptions(int rank, int size, StoreServer* server, absl::Duration connect_timeout) {
-  CommOptions options;
-  options.rank = rank;
-  options.size = size;
-  options.leader_address = server->address();
-  options.server = rank == 0 ? server : nullptr;
+  CommOptions options = LoopbackOptions(rank, size, server);
   options.connect_timeout = connect_timeout;
   return options;
 }
 
 TEST(RendezvousTest, EveryRankJoinsAndSeesTheOthersKeys) {
-  std::unique_ptr<StoreServer> server = StartServer();
+  std::unique_ptr<StoreServer> server = StartLoopbackStore();
   ASSERT_NE(server, nullptr);
   const int size = 4;
   std::vector<absl::Status> results(size);
-  std::vector<std::thread> ranks;
-  for (int rank = 0; rank < size; ++rank) {
-    ranks.emplace_back([&, rank] {
-      absl::StatusOr<std::unique_ptr<Rendezvous>> rendezvous =
-          Rendezvous::Join(RankOptions(rank, size, server.get(), absl::Seconds(10)), "test");
-      if (!rendezvous.ok()) {
-        results[rank] = rendezvous.status();
-        return;
-      }
-      Rendezvous& r = **rendezvous;
-      results[rank] = r.store().Set(r.Key("value/" + std::to_string(rank)), "x", r.deadline());
-      for (int other = 0; other < size && results[rank].ok(); ++other) {
-        results[rank] =
-            r.store().Get(r.Key("value/" + std::to_string(other)), r.deadline()).status();
-      }
-    });
-  }
-  for (std::thread& rank : ranks) rank.join();
-  for (int rank = 0; rank < size; ++rank) EXPECT_TRUE(results[rank].ok()) << results[rank];
+  RunRanks(size, [&](int rank) {
+    absl::StatusOr<std::unique_ptr<Rendezvous>> rendezvous =
+        Rendezvous::Join(RankOptions(rank, size, server.get(), absl::Seconds(10)), "test");
+    if (!rendezvous.ok()) {
+      results[rank] = rendezvous.status();
+      return;
+    }
+    Rendezvous& r = **rendezvous;
+    results[rank] = r.store().Set(r.Key("value/" + std::to_string(rank)), "x", r.deadline());
+    for (int other = 0; other < size && results[rank].ok(); ++other) {
+      results[rank] = r.store().Get(r.Key("value/" + std::to_string(other)), r.deadline()).status();
+    }
+  });
+  for (int rank = 0; rank < size; ++rank) KVSERVE_EXPECT_OK(results[rank]);
 }
 
 TEST(RendezvousTest, ARankThatNeverJoinsIsNamedInDeadlineExceeded) {
-  std::unique_ptr<StoreServer> server = StartServer();
+  std::unique_ptr<StoreServer> server = StartLoopbackStore();
   ASSERT_NE(server, nullptr);
   const int size = 4;
   std::vector<absl::Status> results(size);
@@ -197,9 +188,8 @@ TEST(RendezvousTest, ARankThatNeverJoinsIsNamedInDeadlineExceeded) {
   for (std::thread& rank : ranks) rank.join();
   EXPECT_LT(absl::Now() - start, absl::Seconds(4));
   for (int rank : {0, 1, 3}) {
-    EXPECT_EQ(results[rank].code(), absl::StatusCode::kDeadlineExceeded) << results[rank];
-    EXPECT_NE(results[rank].message().find("rank 2 of 4 did not join"), std::string::npos)
-        << results[rank];
+    EXPECT_THAT(results[rank], StatusIs(absl::StatusCode::kDeadlineExceeded,
+                                        HasSubstr("rank 2 of 4 did not join")));
   }
 }
 
@@ -211,8 +201,8 @@ TEST(RendezvousTest, AFollowerWhoseLeaderNeverStartsGetsDeadlineExceeded) {
   options.connect_timeout = absl::Milliseconds(400);
   const absl::Time start = absl::Now();
   absl::Status status = Rendezvous::Join(options, "test").status();
-  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
-  EXPECT_NE(status.message().find("is rank 0 running?"), std::string::npos) << status;
+  EXPECT_THAT(status,
+              StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("is rank 0 running?")));
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
 }
 
@@ -220,19 +210,19 @@ TEST(CommOptionsTest, NamesWhatIsWrong) {
   CommOptions options;
   options.leader_address = "127.0.0.1:1234";
   options.size = 2;
-  EXPECT_TRUE(ValidateCommOptions(options).ok());
+  KVSERVE_EXPECT_OK(ValidateCommOptions(options));
   CommOptions bad = options;
   bad.rank = 2;
-  EXPECT_NE(ValidateCommOptions(bad).message().find("rank 2"), std::string::npos);
+  EXPECT_THAT(ValidateCommOptions(bad), StatusIs(_, HasSubstr("rank 2")));
   bad = options;
   bad.leader_address = "127.0.0.1:0";
-  EXPECT_NE(ValidateCommOptions(bad).message().find("port 0"), std::string::npos);
+  EXPECT_THAT(ValidateCommOptions(bad), StatusIs(_, HasSubstr("port 0")));
   bad = options;
   bad.leader_address = "nowhere";
-  EXPECT_NE(ValidateCommOptions(bad).message().find("leader_address"), std::string::npos);
+  EXPECT_THAT(ValidateCommOptions(bad), StatusIs(_, HasSubstr("leader_address")));
   bad = options;
   bad.timeout = absl::ZeroDuration();
-  EXPECT_EQ(ValidateCommOptions(bad).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ValidateCommOptions(bad), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace

@@ -23,15 +23,12 @@ import time
 import unittest
 import urllib.request
 
-import grpc
 import openai
 
 import kvserve_e2e
 import router_e2e_lib
 
 OPTIONS, UNITTEST_ARGV = kvserve_e2e.parse_args(sys.argv)
-HERE = os.path.dirname(os.path.abspath(__file__))
-PB = {}
 WORKER = None  # the worker that runs the requests (its KV metrics)
 SERVER = None  # the process whose HTTP port the tests talk to: WORKER, or the router
 KEY = "test-key"
@@ -39,10 +36,7 @@ ALIASES = "--http_model_aliases=smol,gpt-3.5-turbo"
 WORKER_ARGS = ["--kv_memory_bytes=67108864", "--max_num_seqs=16", "--max_num_batched_tokens=256",
                "--num_threads=2", "--http_port=0", f"--http_api_key={KEY}", ALIASES]
 VIA_ROUTER = "router" in OPTIONS
-
-
-def model_args():
-    return ["--model=" + OPTIONS["model"]] if "model" in OPTIONS else []
+MODEL_ARGS = kvserve_e2e.model_args(OPTIONS)
 
 
 def start_router(workers, extra_args=()):
@@ -57,8 +51,8 @@ def start_router(workers, extra_args=()):
 
 def setUpModule():
     global WORKER, SERVER
-    PB.update(router_e2e_lib.setup(OPTIONS))
-    WORKER = kvserve_e2e.Worker(OPTIONS["worker"], WORKER_ARGS + model_args()).start()
+    router_e2e_lib.setup(OPTIONS)
+    WORKER = kvserve_e2e.Worker(OPTIONS["worker"], WORKER_ARGS + MODEL_ARGS).start()
     SERVER = start_router([WORKER]) if VIA_ROUTER else WORKER
 
 
@@ -208,10 +202,8 @@ class OpenAiClientTest(unittest.TestCase):
         prompt = "The KV cache is"
         http_text = client().completions.create(model="smol", prompt=prompt, max_tokens=16,
                                                 temperature=0).choices[0].text
-        stub = PB["generation_pb2_grpc"].GenerationStub(grpc.insecure_channel(SERVER.address))
-        request = PB["generation_pb2"].GenerateRequest(
-            prompt=prompt, sampling=PB["sampling_pb2"].SamplingParams(max_tokens=16,
-                                                                      temperature=0))
+        stub = router_e2e_lib.generation_stub(SERVER.address)
+        request = router_e2e_lib.request(prompt, max_tokens=16, temperature=0)
         metadata = [("authorization", f"Bearer {KEY}")] if VIA_ROUTER else None
         grpc_text = "".join(d.text for r in stub.Generate(request, timeout=120,
                                                           metadata=metadata)
@@ -363,13 +355,13 @@ class QueueAndDrainTest(unittest.TestCase):
         if VIA_ROUTER:
             worker = kvserve_e2e.Worker(OPTIONS["worker"], [
                 "--kv_memory_bytes=8388608", "--max_num_seqs=4", "--max_num_batched_tokens=256",
-                "--num_threads=2", "--drain_timeout_s=5"] + model_args()).start()
+                "--num_threads=2", "--drain_timeout_s=5"] + MODEL_ARGS).start()
             server = start_router([worker], ["--max_queue=1", "--drain_timeout_s=5"])
         else:
             worker = server = kvserve_e2e.Worker(OPTIONS["worker"], [
                 "--kv_memory_bytes=67108864", "--max_num_seqs=1", "--max_num_batched_tokens=256",
                 "--num_threads=2", "--http_port=0", "--max_waiting_requests=1",
-                "--drain_timeout_s=5", "--http_model_aliases=smol"] + model_args()).start()
+                "--drain_timeout_s=5", "--http_model_aliases=smol"] + MODEL_ARGS).start()
         statuses = []
         prompts, max_tokens = ["Go"] * 4, 300
         if VIA_ROUTER:

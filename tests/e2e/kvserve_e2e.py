@@ -54,6 +54,8 @@ def generate_stubs(proto_root, extra_proto_root):
 class Worker:
     """A kvserve-worker process. start() waits for "ready" and reads the printed ports."""
 
+    NAME = "kvserve-worker"  # what the binary prints its ports and "ready" after
+
     def __init__(self, binary, extra_args=(), ready_timeout_s=300):
         self.binary = binary
         self.args = [binary, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
@@ -72,18 +74,18 @@ class Worker:
         PROCESSES.append(self.process)
         threading.Thread(target=self._read_output, daemon=True).start()
         if not self._ready.wait(self.ready_timeout_s):
-            raise RuntimeError("kvserve-worker did not become ready:\n" + self.log())
+            raise RuntimeError(f"{self.NAME} did not become ready:\n" + self.log())
         if self.process.poll() is not None:
-            raise RuntimeError("kvserve-worker exited during start-up:\n" + self.log())
+            raise RuntimeError(f"{self.NAME} exited during start-up:\n" + self.log())
         return self
 
     def _read_output(self):
         for line in self.process.stdout:
             self.output.append(line.rstrip("\n"))
-            match = re.match(r"kvserve-worker (grpc|metrics|http)_port=(\d+)", line)
+            match = re.match(re.escape(self.NAME) + r" (grpc|metrics|http)_port=(\d+)", line)
             if match:
                 setattr(self, f"{match.group(1)}_port", int(match.group(2)))
-            if line.startswith("kvserve-worker ready"):
+            if line.startswith(self.NAME + " ready"):
                 self._ready.set()
         self._ready.set()  # exited: unblock start()
 
@@ -140,6 +142,11 @@ def _remove_stubs():
 
 atexit.register(_remove_stubs)
 atexit.register(cleanup)  # runs first (atexit is last in, first out)
+
+
+def model_args(options):
+    """["--model=PATH"] when the test was given --model=PATH, else [] (the default model)."""
+    return ["--model=" + options["model"]] if "model" in options else []
 
 
 def parse_args(argv):

@@ -19,13 +19,10 @@ import unittest
 import urllib.parse
 import urllib.request
 
-import grpc
-
 import kvserve_e2e
+import router_e2e_lib as lib
 
 OPTIONS, UNITTEST_ARGV = kvserve_e2e.parse_args(sys.argv)
-HERE = os.path.dirname(os.path.abspath(__file__))
-PB = {}
 
 
 def free_port():
@@ -37,10 +34,8 @@ def free_port():
 class PrometheusE2eTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        PB.update(kvserve_e2e.generate_stubs(OPTIONS["proto-root"], os.path.join(HERE, "protos")))
-        args = ["--kv_memory_bytes=67108864", "--num_threads=2"]
-        if "model" in OPTIONS:
-            args.append("--model=" + OPTIONS["model"])
+        lib.setup(OPTIONS)
+        args = ["--kv_memory_bytes=67108864", "--num_threads=2"] + kvserve_e2e.model_args(OPTIONS)
         cls.worker = kvserve_e2e.Worker(OPTIONS["worker"], args).start()
         cls.data_dir = tempfile.mkdtemp(prefix="kvserve_prometheus_")
         config = os.path.join(cls.data_dir, "prometheus.yml")
@@ -96,19 +91,14 @@ scrape_configs:
         self.wait_for('up{job="kvserve-worker"}', lambda v: v == 1)
         self.wait_for("kvserve_kv_cache_usage_ratio", lambda v: 0 <= v <= 1)
 
-        stub = PB["generation_pb2_grpc"].GenerationStub(
-            grpc.insecure_channel(self.worker.address))
-        gen = PB["generation_pb2"]
+        stub = lib.generation_stub(self.worker.address)
         for prompt in ["Hello there", "The weather today is", "A short poem:"]:
-            request = gen.GenerateRequest(prompt=prompt, sampling=PB["sampling_pb2"].SamplingParams(
-                temperature=0, max_tokens=4, ignore_eos=True))
+            request = lib.request(prompt, temperature=0, max_tokens=4, ignore_eos=True)
             list(stub.Generate(request, timeout=120))
 
         # Usage rises above zero while a long request runs, as seen by Prometheus.
-        long_request = gen.GenerateRequest(
-            prompt="Describe the history of Rome in detail.",
-            sampling=PB["sampling_pb2"].SamplingParams(temperature=0, max_tokens=200,
-                                                       ignore_eos=True))
+        long_request = lib.request("Describe the history of Rome in detail.", temperature=0,
+                                   max_tokens=200, ignore_eos=True)
         stream = stub.Generate(long_request, timeout=300)
         next(stream)
         usage = self.wait_for("kvserve_kv_cache_usage_ratio", lambda v: v > 0)

@@ -24,12 +24,7 @@ PROMPT = ("A long shared system prompt about the rules of chess: the king moves 
           "the rook along ranks and files, the bishop along diagonals. Question: ")
 
 
-def setUpModule():
-    lib.setup(OPTIONS)
-
-
-def tearDownModule():
-    kvserve_e2e.cleanup()
+setUpModule, tearDownModule = lib.module_fixtures(OPTIONS)
 
 
 class RouterAuthTest(unittest.TestCase):

@@ -25,12 +25,7 @@ POOL_ARGS = ["--kv_memory_bytes=8388608"]
 OUTPUT_TOKENS = 40
 
 
-def setUpModule():
-    lib.setup(OPTIONS)
-
-
-def tearDownModule():
-    kvserve_e2e.cleanup()
+setUpModule, tearDownModule = lib.module_fixtures(OPTIONS)
 
 
 class RouterCapacityTest(unittest.TestCase):

@@ -1,6 +1,7 @@
 """Shared parts of the router e2e tests: a kvserve-router process (ports read from its output,
-like kvserve_e2e.Worker), a small cluster (workers + routers on loopback, port 0), stream
-collection, Prometheus series parsing, and a test CA made with openssl.
+like kvserve_e2e.Worker), a small cluster (workers + routers on loopback, port 0), the module
+set-up and tear-down, requests and stream collection (the worker-only tests use these too),
+Prometheus series parsing, and a test CA made with openssl.
 
 Processes go through kvserve_e2e.PROCESSES, so kvserve_e2e.cleanup() kills whatever a failing
 test left behind.
@@ -33,21 +34,24 @@ def setup(options):
     return PB
 
 
+def module_fixtures(options):
+    """(setUpModule, tearDownModule) of a test module: the stubs generated at set-up, every
+    process the module started killed at tear-down. In a test module:
+        setUpModule, tearDownModule = lib.module_fixtures(OPTIONS)"""
+
+    def set_up_module():
+        setup(options)
+
+    return set_up_module, kvserve_e2e.cleanup
+
+
 class Router(kvserve_e2e.Worker):
     """A kvserve-router process; start() waits for 'kvserve-router ready'."""
 
+    NAME = "kvserve-router"
+
     def __init__(self, binary, workers_flag, extra_args=(), ready_timeout_s=60):
         super().__init__(binary, [workers_flag, *extra_args], ready_timeout_s)
-
-    def _read_output(self):
-        for line in self.process.stdout:
-            self.output.append(line.rstrip("\n"))
-            match = re.match(r"kvserve-router (grpc|metrics|http)_port=(\d+)", line)
-            if match:
-                setattr(self, f"{match.group(1)}_port", int(match.group(2)))
-            if line.startswith("kvserve-router ready"):
-                self._ready.set()
-        self._ready.set()
 
     def series(self, name):
         """{labels string: value} of every sample of metric `name`."""
@@ -71,9 +75,7 @@ class Router(kvserve_e2e.Worker):
 
 
 def start_workers(options, count, extra_args=()):
-    args = list(WORKER_ARGS) + list(extra_args)
-    if "model" in options:
-        args.append("--model=" + options["model"])
+    args = list(WORKER_ARGS) + list(extra_args) + kvserve_e2e.model_args(options)
     workers = [kvserve_e2e.Worker(options["worker"], args) for _ in range(count)]
     # Started in parallel: each loads the model.
     threads = [threading.Thread(target=worker.start) for worker in workers]
@@ -90,9 +92,7 @@ def start_workers(options, count, extra_args=()):
 def start_router(options, workers, extra_args=(), workers_flag=None):
     """A router in front of `workers` (--workers=their addresses unless workers_flag is given);
     returns once the router sees every one of them healthy."""
-    args = list(extra_args)
-    if "model" in options:
-        args.append("--model=" + options["model"])
+    args = list(extra_args) + kvserve_e2e.model_args(options)
     if workers_flag is None:
         workers_flag = "--workers=" + ",".join(w.address for w in workers)
     router = Router(options["router"], workers_flag, args).start()
@@ -118,6 +118,19 @@ def request(prompt=None, ids=None, **sampling_fields):
     return gen.GenerateRequest(prompt=prompt, sampling=sampling(**sampling_fields))
 
 
+def greedy_and_seeded_requests(prompts, max_tokens, seed_base, **sampled_fields):
+    """A request for each prompt, all ignoring EOS: the even-numbered ones greedy, the odd ones
+    sampled with `sampled_fields` and seed seed_base + their index."""
+    result = []
+    for i, prompt in enumerate(prompts):
+        if i % 2 == 0:
+            result.append(request(prompt, temperature=0, max_tokens=max_tokens, ignore_eos=True))
+        else:
+            result.append(request(prompt, seed=seed_base + i, max_tokens=max_tokens,
+                                  ignore_eos=True, **sampled_fields))
+    return result
+
+
 def collect(responses):
     """(tokens, text, finish reasons, usage) of a whole stream."""
     tokens, text, reasons, usage = [], "", [], None
@@ -133,28 +146,33 @@ def collect(responses):
     return tokens, text, reasons, usage
 
 
-def run_streams(stub, requests, timeout, on_progress=None):
+def run_streams(stub, requests, timeout, on_progress=None, with_usage=False):
     """Runs every request as its own Generate stream, all at once (a thread each), and returns
-    [(token ids, text)] in request order. on_progress, when given, sees the list of every
-    stream's token count after each message of any stream. Errors are returned as
-    [(stream index, exception)] beside the outputs."""
+    [(token ids, text)] in request order; with with_usage, [(token ids, text, usage)], a usage
+    anywhere but in a stream's last message being an error (as in collect). on_progress, when
+    given, sees the list of every stream's token count after each message of any stream. Errors
+    are returned as [(stream index, exception)] beside the outputs."""
     outputs = [None] * len(requests)
     counts = [0] * len(requests)
     errors = []
     lock = threading.Lock()
 
     def run(i, request):
-        tokens, text = [], ""
+        tokens, text, usage = [], "", None
         try:
             for response in stub.Generate(request, timeout=timeout):
+                if with_usage:
+                    assert usage is None, "usage must come in the last message only"
                 for delta in response.choices:
                     tokens.extend(delta.token_ids)
                     text += delta.text
+                if response.HasField("usage"):
+                    usage = response.usage
                 with lock:
                     counts[i] = len(tokens)
                     if on_progress:
                         on_progress(list(counts))
-            outputs[i] = (tokens, text)
+            outputs[i] = (tokens, text, usage) if with_usage else (tokens, text)
         except Exception as error:  # reported with the stream's index
             errors.append((i, error))
 
@@ -164,6 +182,14 @@ def run_streams(stub, requests, timeout, on_progress=None):
     for thread in threads:
         thread.join()
     return outputs, errors
+
+
+def assert_same_streams(test, got, want):
+    """Stream by stream (as run_streams returns them), the tokens and the text of `got` equal
+    those of `want`."""
+    for i in range(len(want)):
+        test.assertEqual(got[i][0], want[i][0], f"tokens of stream {i}")
+        test.assertEqual(got[i][1], want[i][1], f"text of stream {i}")
 
 
 def make_test_ca(directory):

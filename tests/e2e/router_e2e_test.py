@@ -37,12 +37,7 @@ SHARED_PREFIX = ("You are a meticulous assistant for a library catalogue. Every 
                  "answers short and end each one with the word 'Catalogue'. Question: ")
 
 
-def setUpModule():
-    lib.setup(OPTIONS)
-
-
-def tearDownModule():
-    kvserve_e2e.cleanup()
+setUpModule, tearDownModule = lib.module_fixtures(OPTIONS)
 
 
 class RouterRoutingTest(unittest.TestCase):

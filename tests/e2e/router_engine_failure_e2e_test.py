@@ -10,7 +10,6 @@ it unhealthy, and every later request goes to the healthy worker.
 """
 
 import sys
-import threading
 import time
 import unittest
 
@@ -27,12 +26,7 @@ OUTPUT_TOKENS = 24
 FAIL_STEP = 8
 
 
-def setUpModule():
-    lib.setup(OPTIONS)
-
-
-def tearDownModule():
-    kvserve_e2e.cleanup()
+setUpModule, tearDownModule = lib.module_fixtures(OPTIONS)
 
 
 def requests():
@@ -41,21 +35,8 @@ def requests():
 
 
 def run_all(stub):
-    outputs, errors = [None] * NUM_STREAMS, []
-
-    def run(i, request):
-        try:
-            tokens, text, _, usage = lib.collect(stub.Generate(request, timeout=300))
-            outputs[i] = (tokens, text, usage)
-        except grpc.RpcError as error:
-            errors.append((i, error.code(), error.details()))
-
-    threads = [threading.Thread(target=run, args=(i, r)) for i, r in enumerate(requests())]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return outputs, errors
+    """[(tokens, text, usage)] in request order, and [(stream index, exception)]."""
+    return lib.run_streams(stub, requests(), 300, with_usage=True)
 
 
 class RouterEngineFailureTest(unittest.TestCase):
@@ -108,9 +89,8 @@ class RouterEngineFailureTest(unittest.TestCase):
         undisturbed, errors = run_all(self.stub)
         self.assertEqual(errors, [])
         self.assertEqual(self.routed(self.faulty), before)
+        lib.assert_same_streams(self, disturbed, undisturbed)
         for i in range(NUM_STREAMS):
-            self.assertEqual(disturbed[i][0], undisturbed[i][0], f"tokens of stream {i}")
-            self.assertEqual(disturbed[i][1], undisturbed[i][1], f"text of stream {i}")
             self.assertEqual(len(disturbed[i][0]), OUTPUT_TOKENS)
             self.assertEqual(disturbed[i][2].completion_tokens, OUTPUT_TOKENS)
 

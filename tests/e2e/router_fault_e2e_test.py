@@ -24,26 +24,15 @@ NUM_STREAMS = 16
 OUTPUT_TOKENS = 32
 
 
-def setUpModule():
-    lib.setup(OPTIONS)
-
-
-def tearDownModule():
-    kvserve_e2e.cleanup()
+setUpModule, tearDownModule = lib.module_fixtures(OPTIONS)
 
 
 def requests():
     """8 greedy and 8 seeded sampled requests, each with its own prompt."""
-    result = []
-    for i in range(NUM_STREAMS):
-        prompt = f"Story number {i}: once upon a time, in a village by the sea,"
-        if i % 2 == 0:
-            result.append(lib.request(prompt, temperature=0, max_tokens=OUTPUT_TOKENS,
-                                      ignore_eos=True))
-        else:
-            result.append(lib.request(prompt, temperature=0.9, top_p=0.95, seed=1000 + i,
-                                      max_tokens=OUTPUT_TOKENS, ignore_eos=True))
-    return result
+    prompts = [f"Story number {i}: once upon a time, in a village by the sea,"
+               for i in range(NUM_STREAMS)]
+    return lib.greedy_and_seeded_requests(prompts, OUTPUT_TOKENS, 1000, temperature=0.9,
+                                          top_p=0.95)
 
 
 class RouterFaultTest(unittest.TestCase):
@@ -88,9 +77,7 @@ class RouterFaultTest(unittest.TestCase):
         self.assertTrue(killed, "the worker was never killed: streams finished too fast")
         print(f"killed {killed[0][0].address}, routed before the kill: {killed[0][1]}",
               file=sys.stderr)
-        for i in range(NUM_STREAMS):
-            self.assertEqual(disturbed[i][0], undisturbed[i][0], f"tokens of stream {i}")
-            self.assertEqual(disturbed[i][1], undisturbed[i][1], f"text of stream {i}")
+        lib.assert_same_streams(self, disturbed, undisturbed)
         migrations = self.router.series("kvserve_router_migrations_total").get("", 0)
         self.assertGreaterEqual(migrations, 1)
 

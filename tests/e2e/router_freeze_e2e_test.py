@@ -24,26 +24,13 @@ OUTPUT_TOKENS = 24
 DETECTION_BOUND_S = 5.0
 
 
-def setUpModule():
-    lib.setup(OPTIONS)
-
-
-def tearDownModule():
-    kvserve_e2e.cleanup()
+setUpModule, tearDownModule = lib.module_fixtures(OPTIONS)
 
 
 def requests():
     """8 greedy and 8 seeded sampled requests, each with its own prompt."""
-    result = []
-    for i in range(NUM_STREAMS):
-        prompt = f"Letter number {i}: dear friend, the weather here"
-        if i % 2 == 0:
-            result.append(lib.request(prompt, temperature=0, max_tokens=OUTPUT_TOKENS,
-                                      ignore_eos=True))
-        else:
-            result.append(lib.request(prompt, temperature=0.8, seed=500 + i,
-                                      max_tokens=OUTPUT_TOKENS, ignore_eos=True))
-    return result
+    prompts = [f"Letter number {i}: dear friend, the weather here" for i in range(NUM_STREAMS)]
+    return lib.greedy_and_seeded_requests(prompts, OUTPUT_TOKENS, 500, temperature=0.8)
 
 
 class RouterFreezeTest(unittest.TestCase):
@@ -104,9 +91,7 @@ class RouterFreezeTest(unittest.TestCase):
         print(f"froze {victim.address}, routed before: {load}; marked unhealthy after "
               f"{detected[0] if detected else None} s; streams done "
               f"{time.time() - frozen_at:.1f} s after the freeze", file=sys.stderr)
-        for i in range(NUM_STREAMS):
-            self.assertEqual(disturbed[i][0], undisturbed[i][0], f"tokens of stream {i}")
-            self.assertEqual(disturbed[i][1], undisturbed[i][1], f"text of stream {i}")
+        lib.assert_same_streams(self, disturbed, undisturbed)
 
         # Marked unhealthy within the bound (measured from the freeze), and still unhealthy.
         self.assertTrue(detected, "the router never marked the frozen worker unhealthy")

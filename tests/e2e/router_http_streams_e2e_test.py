@@ -32,12 +32,7 @@ WORKER_ARGS = ["--model=synthetic:tiny", "--max_num_seqs=256", "--max_num_batche
                "--num_threads=1", "--kv_memory_bytes=67108864", "--drain_timeout_s=5"]
 
 
-def setUpModule():
-    lib.setup(OPTIONS)
-
-
-def tearDownModule():
-    kvserve_e2e.cleanup()
+setUpModule, tearDownModule = lib.module_fixtures(OPTIONS)
 
 
 def proc_counts(pid):

@@ -30,12 +30,7 @@ THREAD_BOUND = 40
 POOL_ARGS = ["--kv_memory_bytes=16777216"]
 
 
-def setUpModule():
-    lib.setup(OPTIONS)
-
-
-def tearDownModule():
-    kvserve_e2e.cleanup()
+setUpModule, tearDownModule = lib.module_fixtures(OPTIONS)
 
 
 def thread_count(pid):

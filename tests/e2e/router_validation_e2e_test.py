@@ -22,12 +22,7 @@ PLACEHOLDER = "PLACEHOLDER"  # 11 bytes, replaced in the wire bytes by BAD_UTF8
 BAD_UTF8 = b"bad\xff\xfe bytes"  # 11 bytes, not UTF-8
 
 
-def setUpModule():
-    lib.setup(OPTIONS)
-
-
-def tearDownModule():
-    kvserve_e2e.cleanup()
+setUpModule, tearDownModule = lib.module_fixtures(OPTIONS)
 
 
 def with_bad_utf8(message):

@@ -38,20 +38,13 @@ F32 = ["--dtype=float32", "--tp_timeout_s=20"]
 PROMPTS = [f"Question {i}: what is the capital of country number {i}? Answer:" for i in range(10)]
 
 
-def setUpModule():
-    lib.setup(OPTIONS)
-
-
-def tearDownModule():
-    kvserve_e2e.cleanup()
+setUpModule, tearDownModule = lib.module_fixtures(OPTIONS)
 
 
 def start_group(size, extra=()):
     args = list(lib.WORKER_ARGS) + F32 + [f"--tensor_parallel_size={size}",
                                           f"--num_threads={size}", *extra]
-    if "model" in OPTIONS:
-        args.append("--model=" + OPTIONS["model"])
-    return kvserve_e2e.Worker(OPTIONS["worker"], args).start()
+    return kvserve_e2e.Worker(OPTIONS["worker"], args + kvserve_e2e.model_args(OPTIONS)).start()
 
 
 def follower_pids(leader):

@@ -8,7 +8,6 @@ with its status code and the field named in its message, and SIGTERM drain.
 """
 
 import math
-import os
 import sys
 import threading
 import time
@@ -17,10 +16,10 @@ import unittest
 import grpc
 
 import kvserve_e2e
+import router_e2e_lib as lib
+from router_e2e_lib import PB, collect, sampling
 
 OPTIONS, UNITTEST_ARGV = kvserve_e2e.parse_args(sys.argv)
-HERE = os.path.dirname(os.path.abspath(__file__))
-PB = {}
 WORKER = None
 # A small KV pool (64 MiB: about 90 blocks of 16 tokens for SmolLM2-135M in fp32), so the context
 # limit is reached with short prompts; threads kept low because CI machines are shared.
@@ -28,13 +27,15 @@ WORKER_ARGS = ["--kv_memory_bytes=67108864", "--max_num_seqs=16", "--max_num_bat
                "--num_threads=2", "--drain_timeout_s=60"]
 
 
+def start_worker():
+    return kvserve_e2e.Worker(OPTIONS["worker"],
+                              WORKER_ARGS + kvserve_e2e.model_args(OPTIONS)).start()
+
+
 def setUpModule():
     global WORKER
-    PB.update(kvserve_e2e.generate_stubs(OPTIONS["proto-root"], os.path.join(HERE, "protos")))
-    args = list(WORKER_ARGS)
-    if "model" in OPTIONS:
-        args.append("--model=" + OPTIONS["model"])
-    WORKER = kvserve_e2e.Worker(OPTIONS["worker"], args).start()
+    lib.setup(OPTIONS)
+    WORKER = start_worker()
 
 
 def tearDownModule():
@@ -42,28 +43,7 @@ def tearDownModule():
 
 
 def generation_stub(worker=None):
-    channel = grpc.insecure_channel((worker or WORKER).address)
-    return PB["generation_pb2_grpc"].GenerationStub(channel)
-
-
-def sampling(**fields):
-    return PB["sampling_pb2"].SamplingParams(**fields)
-
-
-def collect(responses):
-    """Tokens, text, finish reasons and usage of a whole stream."""
-    tokens, text, reasons, usage, messages = [], "", [], None, 0
-    for response in responses:
-        messages += 1
-        assert usage is None, "usage must come in the last message only"
-        for delta in response.choices:
-            tokens.extend(delta.token_ids)
-            text += delta.text
-            if delta.finish_reason:
-                reasons.append(delta.finish_reason)
-        if response.HasField("usage"):
-            usage = response.usage
-    return tokens, text, reasons, usage, messages
+    return lib.generation_stub((worker or WORKER).address)
 
 
 class WorkerE2eTest(unittest.TestCase):
@@ -103,9 +83,10 @@ class WorkerE2eTest(unittest.TestCase):
         stream = generation_stub().Generate(request, timeout=120)
         first = next(stream)
         self.assertEqual(first.request_id, "e2e-text")
-        tokens, text, reasons, usage, messages = collect([first, *stream])
+        responses = [first, *stream]
+        tokens, text, reasons, usage = collect(responses)
         self.assertEqual(len(tokens), 6)
-        self.assertGreater(messages, 1, "tokens must be streamed, not sent at the end")
+        self.assertGreater(len(responses), 1, "tokens must be streamed, not sent at the end")
         self.assertEqual(reasons, [PB["output_pb2"].FINISH_REASON_LENGTH])
         self.assertIn("Paris", text)
         self.assertEqual(usage.completion_tokens, 6)
@@ -132,7 +113,7 @@ class WorkerE2eTest(unittest.TestCase):
         tokenized = stub.Tokenize(PB["generation_pb2"].TokenizeRequest(chat=chat), timeout=10)
         self.assertIn("<|im_start|>user\nWhat is 2+2?<|im_end|>", tokenized.rendered_prompt)
         self.assertTrue(tokenized.rendered_prompt.endswith("<|im_start|>assistant\n"))
-        tokens, text, reasons, usage, _ = collect(stub.Generate(
+        tokens, text, reasons, usage = collect(stub.Generate(
             PB["generation_pb2"].GenerateRequest(chat=chat,
                                                  sampling=sampling(temperature=0, max_tokens=8)),
             timeout=120))
@@ -312,10 +293,7 @@ class DrainE2eTest(unittest.TestCase):
     request finishes, exit code 0."""
 
     def test_sigterm_drains_then_exits_zero(self):
-        args = list(WORKER_ARGS)
-        if "model" in OPTIONS:
-            args.append("--model=" + OPTIONS["model"])
-        worker = kvserve_e2e.Worker(OPTIONS["worker"], args).start()
+        worker = start_worker()
         stub = generation_stub(worker)
         gen = PB["generation_pb2"]
         stream = stub.Generate(gen.GenerateRequest(
@@ -337,7 +315,7 @@ class DrainE2eTest(unittest.TestCase):
         with self.assertRaises(grpc.RpcError) as raised:
             list(stub.Generate(gen.GenerateRequest(prompt="x"), timeout=30))
         self.assertEqual(raised.exception.code(), grpc.StatusCode.UNAVAILABLE)
-        tokens, _, reasons, usage, _ = collect([first, *stream])
+        tokens, _, reasons, usage = collect([first, *stream])
         self.assertEqual(len(tokens), 40)
         self.assertEqual(reasons, [PB["output_pb2"].FINISH_REASON_LENGTH])
         self.assertIsNotNone(usage)

@@ -12,12 +12,16 @@
 #include "runner/fake_model_runner.h"
 #include "runner/fault_injecting_runner.h"
 #include "tests/engine/engine_test_util.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
 
+using ::kvserve::testing::StatusIs;
+using ::testing::HasSubstr;
 using testing::MakeRequest;
 using testing::RequestResult;
+using ::testing::_;
 
 constexpr absl::Duration kTimeout = absl::Seconds(30);
 
@@ -47,10 +51,10 @@ std::unique_ptr<Engine> MakeEngine(const EngineOptions& options, const FakeModel
                                    EngineObserver* observer = nullptr, bool start = true) {
   absl::StatusOr<std::unique_ptr<Engine>> engine =
       Engine::Create(options, std::make_unique<FakeModelRunner>(model), nullptr, observer);
-  EXPECT_TRUE(engine.ok()) << engine.status();
+  KVSERVE_EXPECT_OK(engine);
   if (!engine.ok()) return nullptr;
   if (start) {
-    EXPECT_TRUE((*engine)->Start().ok());
+    KVSERVE_EXPECT_OK((*engine)->Start());
   }
   return *std::move(engine);
 }
@@ -69,17 +73,16 @@ TEST(EngineApiTest, OptionsAreValidatedWithTheOptionNamed) {
   EngineOptions options = SmallOptions();
   options.block_size = 12;
   auto engine = Engine::Create(options, std::make_unique<FakeModelRunner>(), nullptr, nullptr);
-  EXPECT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(absl::StrContains(engine.status().message(), "block_size")) << engine.status();
+  EXPECT_THAT(engine, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("block_size")));
   options = SmallOptions();
   options.max_num_batched_tokens = 2;
   engine = Engine::Create(options, std::make_unique<FakeModelRunner>(), nullptr, nullptr);
-  EXPECT_TRUE(absl::StrContains(engine.status().message(), "max_num_batched_tokens"));
+  EXPECT_THAT(engine, StatusIs(_, HasSubstr("max_num_batched_tokens")));
   options = SmallOptions();
   options.num_kv_blocks = 0;
   options.kv_memory_bytes = 100 * 16 * 1024;  // 100 blocks of the fake's 16 KiB
   engine = Engine::Create(options, std::make_unique<FakeModelRunner>(), nullptr, nullptr);
-  ASSERT_TRUE(engine.ok()) << engine.status();
+  KVSERVE_ASSERT_OK(engine);
   EXPECT_EQ((*engine)->num_kv_blocks(), 100);
 }
 
@@ -87,27 +90,28 @@ TEST(EngineApiTest, SubmitRefusesWhatCanNeverRun) {
   FakeModelOptions model;
   model.max_context_len = 256;
   auto engine = MakeEngine(SmallOptions(), model, nullptr, /*start=*/false);
-  EXPECT_EQ(engine->Submit(MakeRequest("a", {1, 2}, 4)).status().code(),
-            absl::StatusCode::kUnavailable);  // not started
-  ASSERT_TRUE(engine->Start().ok());
+  EXPECT_THAT(engine->Submit(MakeRequest("a", {1, 2}, 4)),
+              StatusIs(absl::StatusCode::kUnavailable));  // not started
+  KVSERVE_ASSERT_OK(engine->Start());
   auto bad_token = engine->Submit(MakeRequest("a", {1, 999}, 4));
-  EXPECT_EQ(bad_token.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(absl::StrContains(bad_token.status().message(), "prompt_token_ids[1]"));
-  EXPECT_EQ(engine->Submit(MakeRequest("a", {}, 4)).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(engine->Submit(MakeRequest("a", std::vector<int32_t>(256, 1), 4)).status().code(),
-            absl::StatusCode::kResourceExhausted);  // no room left in the context window
+  EXPECT_THAT(bad_token,
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("prompt_token_ids[1]")));
+  EXPECT_THAT(engine->Submit(MakeRequest("a", {}, 4)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(
+      engine->Submit(MakeRequest("a", std::vector<int32_t>(256, 1), 4)),
+      StatusIs(absl::StatusCode::kResourceExhausted));  // no room left in the context window
   EngineOptions tiny = SmallOptions();
   tiny.num_kv_blocks = 4;
   auto small_pool = MakeEngine(tiny, model);
-  EXPECT_EQ(small_pool->Submit(MakeRequest("a", std::vector<int32_t>(64, 1), 4)).status().code(),
-            absl::StatusCode::kResourceExhausted);  // 65 tokens need 5 blocks of 16
+  EXPECT_THAT(small_pool->Submit(MakeRequest("a", std::vector<int32_t>(64, 1), 4)),
+              StatusIs(absl::StatusCode::kResourceExhausted));  // 65 tokens need 5 blocks of 16
   EngineRequest many = MakeRequest("a", {1, 2}, 4);
   many.n = 17;
-  EXPECT_EQ(engine->Submit(many).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(engine->Submit(many), StatusIs(absl::StatusCode::kInvalidArgument));
   EngineRequest top_p = MakeRequest("a", {1, 2}, 4);
   top_p.sampling.top_p = 0;
-  EXPECT_TRUE(absl::StrContains(engine->Submit(top_p).status().message(), "sampling.top_p"));
+  EXPECT_THAT(engine->Submit(top_p), StatusIs(_, HasSubstr("sampling.top_p")));
 }
 
 TEST(EngineApiTest, DuplicateLiveIdAndFullQueueAreRefused) {
@@ -119,7 +123,7 @@ TEST(EngineApiTest, DuplicateLiveIdAndFullQueueAreRefused) {
   model.step_delay = absl::Milliseconds(20);
   auto engine = MakeEngine(options, model);
   auto running = engine->Submit(MakeRequest("r0", {1, 2, 3}, 200));
-  ASSERT_TRUE(running.ok());
+  KVSERVE_ASSERT_OK(running);
   EngineOutput first;
   ASSERT_EQ((*running)->Pop(kTimeout, &first), RequestStream::PopResult::kOutput);
   // Wait until the engine's books show r0 running (it counts as queued until then).
@@ -127,13 +131,13 @@ TEST(EngineApiTest, DuplicateLiveIdAndFullQueueAreRefused) {
   while (engine->Stats().running_requests != 1 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(1));
   }
-  EXPECT_EQ(engine->Submit(MakeRequest("r0", {1}, 4)).status().code(),
-            absl::StatusCode::kAlreadyExists);
-  ASSERT_TRUE(engine->Submit(MakeRequest("r1", {1}, 4)).ok());
-  ASSERT_TRUE(engine->Submit(MakeRequest("r2", {1}, 4)).ok());
-  EXPECT_EQ(engine->Submit(MakeRequest("r3", {1}, 4)).status().code(),
-            absl::StatusCode::kResourceExhausted);
-  ASSERT_TRUE(engine->Abort("r0").ok());
+  EXPECT_THAT(engine->Submit(MakeRequest("r0", {1}, 4)),
+              StatusIs(absl::StatusCode::kAlreadyExists));
+  KVSERVE_ASSERT_OK(engine->Submit(MakeRequest("r1", {1}, 4)));
+  KVSERVE_ASSERT_OK(engine->Submit(MakeRequest("r2", {1}, 4)));
+  EXPECT_THAT(engine->Submit(MakeRequest("r3", {1}, 4)),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  KVSERVE_ASSERT_OK(engine->Abort("r0"));
   EXPECT_TRUE(engine->WaitIdle(kTimeout));
 }
 
@@ -144,13 +148,13 @@ TEST(EngineApiTest, AbortMidGenerationClosesTheStreamAndFreesBlocks) {
   auto engine = MakeEngine(SmallOptions(), model, &observer);
   std::vector<int32_t> prompt(40, 7);
   auto stream = engine->Submit(MakeRequest("victim", prompt, 400));
-  ASSERT_TRUE(stream.ok());
+  KVSERVE_ASSERT_OK(stream);
   EngineOutput output;
   ASSERT_EQ((*stream)->Pop(kTimeout, &output), RequestStream::PopResult::kOutput);
-  ASSERT_TRUE(engine->Abort("victim").ok());
+  KVSERVE_ASSERT_OK(engine->Abort("victim"));
   RequestResult result;
   result.DrainUntilEnd(**stream, kTimeout);
-  EXPECT_EQ(result.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(result.status, StatusIs(absl::StatusCode::kCancelled));
   EXPECT_FALSE(result.usage.has_value());
   ASSERT_TRUE(engine->WaitIdle(kTimeout));
   const absl::Time deadline = absl::Now() + kTimeout;
@@ -161,21 +165,20 @@ TEST(EngineApiTest, AbortMidGenerationClosesTheStreamAndFreesBlocks) {
   EXPECT_EQ(stats.used_blocks, 0);
   EXPECT_EQ(stats.free_blocks, stats.total_blocks);
   EXPECT_EQ(stats.running_requests, 0);
-  EXPECT_EQ(engine->Abort("victim").code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(engine->Abort("victim"), StatusIs(absl::StatusCode::kNotFound));
   EXPECT_EQ(observer.aborted.load(), 1);
 }
 
 TEST(EngineApiTest, DrainFinishesRunningRequestsAndRefusesNewOnes) {
   auto engine = MakeEngine(SmallOptions());
   auto stream = engine->Submit(MakeRequest("a", {1, 2, 3}, 30));
-  ASSERT_TRUE(stream.ok());
+  KVSERVE_ASSERT_OK(stream);
   engine->StopAccepting();
-  EXPECT_EQ(engine->Submit(MakeRequest("b", {1}, 4)).status().code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_THAT(engine->Submit(MakeRequest("b", {1}, 4)), StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_TRUE(engine->WaitIdle(kTimeout));
   RequestResult result;
   result.DrainUntilEnd(**stream, kTimeout);
-  EXPECT_TRUE(result.status.ok());
+  KVSERVE_EXPECT_OK(result.status);
   EXPECT_EQ(result.choices[0].tokens.size(), 30u);
   ASSERT_TRUE(result.usage.has_value());
   EXPECT_EQ(result.usage->completion_tokens, 30);
@@ -186,13 +189,12 @@ TEST(EngineApiTest, ShutdownEndsLiveRequestsWithUnavailable) {
   model.step_delay = absl::Milliseconds(5);
   auto engine = MakeEngine(SmallOptions(), model);
   auto stream = engine->Submit(MakeRequest("a", {1, 2, 3}, 500));
-  ASSERT_TRUE(stream.ok());
+  KVSERVE_ASSERT_OK(stream);
   engine->Shutdown();
   RequestResult result;
   result.DrainUntilEnd(**stream, kTimeout);
-  EXPECT_EQ(result.status.code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(engine->Submit(MakeRequest("b", {1}, 4)).status().code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_THAT(result.status, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(engine->Submit(MakeRequest("b", {1}, 4)), StatusIs(absl::StatusCode::kUnavailable));
 }
 
 TEST(EngineApiTest, ARunnerFailureEndsLiveRequestsWithInternalAndFailsTheEngine) {
@@ -202,29 +204,27 @@ TEST(EngineApiTest, ARunnerFailureEndsLiveRequestsWithInternalAndFailsTheEngine)
       SmallOptions(),
       std::make_unique<FaultInjectingRunner>(std::make_unique<FakeModelRunner>(model), 5), nullptr,
       nullptr);
-  ASSERT_TRUE(created.ok()) << created.status();
+  KVSERVE_ASSERT_OK(created);
   Engine& engine = **created;
   std::atomic<int> failures = 0;
   engine.SetFailureListener([&](const absl::Status& status) {
-    EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
+    EXPECT_THAT(status, StatusIs(absl::StatusCode::kInternal));
     ++failures;
   });
-  ASSERT_TRUE(engine.Start().ok());
+  KVSERVE_ASSERT_OK(engine.Start());
   auto stream = engine.Submit(MakeRequest("a", {1, 2, 3}, 100));
-  ASSERT_TRUE(stream.ok());
+  KVSERVE_ASSERT_OK(stream);
   RequestResult result;
   result.DrainUntilEnd(**stream, kTimeout);
-  EXPECT_EQ(result.status.code(), absl::StatusCode::kInternal) << result.status;
-  EXPECT_TRUE(absl::StrContains(result.status.message(), "fault injection")) << result.status;
+  EXPECT_THAT(result.status, StatusIs(absl::StatusCode::kInternal, HasSubstr("fault injection")));
   EXPECT_EQ(failures, 1);
-  EXPECT_EQ(engine.failure().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(engine.failure(), StatusIs(absl::StatusCode::kInternal));
   // Stats say so once the step that failed has been published.
   const absl::Time deadline = absl::Now() + kTimeout;
   while (!engine.Stats().failed && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
   EXPECT_TRUE(engine.Stats().failed);
   const auto refused = engine.Submit(MakeRequest("b", {1}, 4));
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_TRUE(absl::StrContains(refused.status().message(), "failed")) << refused.status();
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("failed")));
 }
 
 TEST(EngineApiTest, StatusSubscriptionStartsWithASnapshotThenGaplessBatches) {
@@ -242,7 +242,7 @@ TEST(EngineApiTest, StatusSubscriptionStartsWithASnapshotThenGaplessBatches) {
   std::vector<int32_t> prompt(64, 3);
   for (int i = 0; i < 64; ++i) prompt[i] = i;
   auto stream = engine->Submit(MakeRequest("a", prompt, 8));
-  ASSERT_TRUE(stream.ok());
+  KVSERVE_ASSERT_OK(stream);
   RequestResult result;
   result.DrainUntilEnd(**stream, kTimeout);
   ASSERT_TRUE(engine->WaitIdle(kTimeout));

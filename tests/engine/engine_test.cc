@@ -17,11 +17,13 @@
 #include "model/weights_loader.h"
 #include "runner/llama_model_runner.h"
 #include "tests/engine/engine_test_util.h"
+#include "tests/status_matchers.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvserve {
 namespace {
 
+using ::kvserve::testing::StatusIs;
 using testing::Choice;
 using testing::MakeRequest;
 using testing::RequestResult;
@@ -41,14 +43,14 @@ class EngineTest : public ::testing::Test {
     const std::string path = DefaultModelPath();
     if (!std::filesystem::exists(path)) return;
     auto weights = LoadWeights(path);
-    ASSERT_TRUE(weights.ok()) << weights.status();
+    KVSERVE_ASSERT_OK(weights);
     auto gguf = GgufFile::Open(path);
-    ASSERT_TRUE(gguf.ok()) << gguf.status();
+    KVSERVE_ASSERT_OK(gguf);
     auto tokenizer = Tokenizer::FromGguf(**gguf);
-    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+    KVSERVE_ASSERT_OK(tokenizer);
     auto uploaded = DeviceWeights::Upload(*weights, std::make_shared<kernels::cpu::CpuBackend>(),
                                           kernels::DType::kF32);
-    ASSERT_TRUE(uploaded.ok()) << uploaded.status();
+    KVSERVE_ASSERT_OK(uploaded);
     model = new LoadedModel{std::shared_ptr<const DeviceWeights>(*std::move(uploaded)),
                             *std::move(tokenizer)};
   }
@@ -69,10 +71,10 @@ class EngineTest : public ::testing::Test {
 
   static std::unique_ptr<Engine> MakeEngine(const EngineOptions& options = Options()) {
     auto runner = LlamaModelRunner::Create(model->weights, {});
-    EXPECT_TRUE(runner.ok()) << runner.status();
+    KVSERVE_EXPECT_OK(runner);
     auto engine = Engine::Create(options, *std::move(runner), model->tokenizer.get(), nullptr);
-    EXPECT_TRUE(engine.ok()) << engine.status();
-    EXPECT_TRUE((*engine)->Start().ok());
+    KVSERVE_EXPECT_OK(engine);
+    KVSERVE_EXPECT_OK((*engine)->Start());
     return *std::move(engine);
   }
 
@@ -86,7 +88,7 @@ class EngineTest : public ::testing::Test {
     std::map<std::string, std::shared_ptr<RequestStream>> streams;
     for (const EngineRequest& request : requests) {
       auto stream = engine.Submit(request);
-      EXPECT_TRUE(stream.ok()) << stream.status();
+      KVSERVE_EXPECT_OK(stream);
       if (stream.ok()) streams[request.request_id] = *stream;
     }
     std::map<std::string, RequestResult> results;
@@ -148,7 +150,7 @@ TEST_F(EngineTest, SixteenConcurrentGreedyRequestsGiveWhatEachGivesAlone) {
   for (const EngineRequest& request : requests) {
     const RequestResult& want = alone[request.request_id];
     const RequestResult& got = together[request.request_id];
-    ASSERT_TRUE(got.status.ok()) << got.status;
+    KVSERVE_ASSERT_OK(got.status);
     EXPECT_FALSE(want.choices.at(0).tokens.empty());
     EXPECT_EQ(got.choices.at(0).tokens, want.choices.at(0).tokens) << request.request_id;
     EXPECT_EQ(got.choices.at(0).text, want.choices.at(0).text) << request.request_id;
@@ -253,7 +255,7 @@ TEST_F(EngineTest, MigratedChoiceContinuesTokensAndText) {
   request.sampling.ignore_eos = true;
   // Record what the client had after each message.
   auto stream = engine->Submit(request);
-  ASSERT_TRUE(stream.ok());
+  KVSERVE_ASSERT_OK(stream);
   std::vector<std::pair<size_t, size_t>> boundaries;  // (tokens, text bytes) after a message
   RequestResult full;
   EngineOutput output;
@@ -279,13 +281,13 @@ TEST_F(EngineTest, AbortMidGenerationFreesTheBlocks) {
   EngineRequest request = MakeRequest("abort", Encode(kTexts[1]), 500);
   request.sampling.ignore_eos = true;
   auto stream = engine->Submit(request);
-  ASSERT_TRUE(stream.ok());
+  KVSERVE_ASSERT_OK(stream);
   EngineOutput output;
   ASSERT_EQ((*stream)->Pop(kTimeout, &output), RequestStream::PopResult::kOutput);
-  ASSERT_TRUE(engine->Abort("abort").ok());
+  KVSERVE_ASSERT_OK(engine->Abort("abort"));
   RequestResult result;
   result.DrainUntilEnd(**stream, kTimeout);
-  EXPECT_EQ(result.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(result.status, StatusIs(absl::StatusCode::kCancelled));
   EXPECT_LT(result.choices[0].tokens.size() + output.choices[0].token_ids.size(), 500u);
   ExpectPoolFree(*engine);
 }

@@ -16,6 +16,7 @@
 #include "engine/engine_core.h"
 #include "engine/request_stream.h"
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvserve::testing {
@@ -43,7 +44,7 @@ inline std::unique_ptr<Tokenizer> MakeAsciiTokenizer() {
   spec.pieces.push_back("ab");
   spec.merges.emplace_back("a", "b");
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromSpec(std::move(spec));
-  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+  KVSERVE_EXPECT_OK(tokenizer);
   return tokenizer.ok() ? *std::move(tokenizer) : nullptr;
 }
 
@@ -127,11 +128,11 @@ struct RequestResult {
 // Submits to an EngineCore on the test's thread (what Engine::Submit does across threads).
 inline std::shared_ptr<RequestStream> SubmitToCore(EngineCore& core, EngineRequest request) {
   absl::Status valid = core.ValidateRequest(request);
-  EXPECT_TRUE(valid.ok()) << valid;
+  KVSERVE_EXPECT_OK(valid);
   if (!valid.ok()) return nullptr;
   auto stream = std::make_shared<RequestStream>(request.request_id);
   absl::Status added = core.AddRequest(core.MakeRequest(std::move(request), stream, absl::Now()));
-  EXPECT_TRUE(added.ok()) << added;
+  KVSERVE_EXPECT_OK(added);
   return stream;
 }
 
@@ -143,9 +144,9 @@ inline void RunCore(EngineCore& core, const std::function<void(const StepPlan&)>
   while (core.has_work()) {
     ASSERT_LT(steps++, max_steps) << "engine did not finish";
     absl::Status status = core.Step();
-    ASSERT_TRUE(status.ok()) << status;
+    KVSERVE_ASSERT_OK(status);
     absl::Status invariants = core.manager().CheckInvariants();
-    ASSERT_TRUE(invariants.ok()) << invariants;
+    KVSERVE_ASSERT_OK(invariants);
     if (on_step) on_step(core.last_plan());
   }
 }

@@ -12,10 +12,12 @@
 #include "gtest/gtest.h"
 #include "runner/fake_model_runner.h"
 #include "tests/engine/engine_test_util.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
 
+using ::kvserve::testing::StatusIs;
 using testing::MakeRequest;
 using testing::RequestResult;
 using testing::RunCore;
@@ -25,7 +27,7 @@ std::unique_ptr<EngineCore> MakeCore(const EngineOptions& options,
                                      const FakeModelOptions& model = {}) {
   absl::StatusOr<std::unique_ptr<EngineCore>> core = EngineCore::Create(
       options, std::make_unique<FakeModelRunner>(model), /*tokenizer=*/nullptr, nullptr);
-  EXPECT_TRUE(core.ok()) << core.status();
+  KVSERVE_EXPECT_OK(core);
   return core.ok() ? *std::move(core) : nullptr;
 }
 
@@ -41,7 +43,7 @@ void ExpectAllBlocksFree(const EngineCore& core) {
   EXPECT_EQ(stats.free_blocks, stats.total_blocks);
   EXPECT_EQ(stats.used_blocks, 0);
   EXPECT_EQ(stats.num_sequences, 0);
-  EXPECT_TRUE(core.manager().CheckInvariants().ok());
+  KVSERVE_EXPECT_OK(core.manager().CheckInvariants());
 }
 
 // Runs `requests` on a fresh core; returns their results by id.
@@ -100,7 +102,7 @@ TEST(SchedulerTest, BudgetAndSequenceCapHoldAtEveryStep) {
     RequestResult result;
     result.Drain(*stream);
     ASSERT_TRUE(result.ended);
-    EXPECT_TRUE(result.status.ok()) << result.status;
+    KVSERVE_EXPECT_OK(result.status);
     EXPECT_EQ(result.choices[0].tokens.size(), 12u);
     EXPECT_EQ(result.choices[0].finish_reason, FinishReason::kLength);
   }
@@ -178,23 +180,23 @@ TEST(SchedulerTest, AbortAndFinishReturnEveryBlock) {
     streams.push_back(
         SubmitToCore(*core, MakeRequest("r" + std::to_string(i), RandomPrompt(rng, 30), 50)));
   }
-  for (int step = 0; step < 5; ++step) ASSERT_TRUE(core->Step().ok());
+  for (int step = 0; step < 5; ++step) KVSERVE_ASSERT_OK(core->Step());
   EXPECT_GT(core->manager().Stats().used_blocks, 0);
-  ASSERT_TRUE(core->AbortRequest("r1", absl::CancelledError("test")).ok());
-  ASSERT_TRUE(core->AbortRequest("r4", absl::CancelledError("test")).ok());
-  EXPECT_EQ(core->AbortRequest("r4", absl::CancelledError("test")).code(),
-            absl::StatusCode::kNotFound);
-  EXPECT_TRUE(core->manager().CheckInvariants().ok());
+  KVSERVE_ASSERT_OK(core->AbortRequest("r1", absl::CancelledError("test")));
+  KVSERVE_ASSERT_OK(core->AbortRequest("r4", absl::CancelledError("test")));
+  EXPECT_THAT(core->AbortRequest("r4", absl::CancelledError("test")),
+              StatusIs(absl::StatusCode::kNotFound));
+  KVSERVE_EXPECT_OK(core->manager().CheckInvariants());
   RunCore(*core);
   for (int i = 0; i < 6; ++i) {
     RequestResult result;
     result.Drain(*streams[i]);
     ASSERT_TRUE(result.ended);
     if (i == 1 || i == 4) {
-      EXPECT_EQ(result.status.code(), absl::StatusCode::kCancelled);
+      EXPECT_THAT(result.status, StatusIs(absl::StatusCode::kCancelled));
       EXPECT_FALSE(result.usage.has_value());
     } else {
-      EXPECT_TRUE(result.status.ok());
+      KVSERVE_EXPECT_OK(result.status);
       EXPECT_EQ(result.choices[0].tokens.size(), 50u);
     }
   }

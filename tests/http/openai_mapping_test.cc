@@ -8,12 +8,15 @@
 #include <nlohmann/json.hpp>
 
 #include "http/openai_response.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
 
 namespace v1 = ::kvserve::v1;
 using Json = nlohmann::json;
+using ::kvserve::testing::StatusIs;
+using ::testing::_;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -27,14 +30,14 @@ OpenAiMappingOptions Options() {
 OpenAiRequest Completion(const std::string& body) {
   absl::StatusOr<OpenAiRequest> parsed =
       ParseOpenAiRequest(OpenAiEndpoint::kCompletions, body, Options());
-  EXPECT_TRUE(parsed.ok()) << parsed.status();
+  KVSERVE_EXPECT_OK(parsed);
   return parsed.ok() ? *parsed : OpenAiRequest();
 }
 
 OpenAiRequest Chat(const std::string& body) {
   absl::StatusOr<OpenAiRequest> parsed =
       ParseOpenAiRequest(OpenAiEndpoint::kChatCompletions, body, Options());
-  EXPECT_TRUE(parsed.ok()) << parsed.status();
+  KVSERVE_EXPECT_OK(parsed);
   return parsed.ok() ? *parsed : OpenAiRequest();
 }
 
@@ -194,8 +197,8 @@ TEST(OpenAiMappingTest, MalformedJsonAndWrongTypesAreRefusedNamingTheField) {
   };
   for (const Case& c : cases) {
     const absl::Status status = CompletionError(c.body);
-    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.body;
-    EXPECT_THAT(std::string(status.message()), StartsWith(c.prefix)) << c.body;
+    EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument, StartsWith(c.prefix)))
+        << c.body;
   }
 }
 
@@ -222,30 +225,28 @@ TEST(OpenAiMappingTest, ChatSpecificErrorsNameTheField) {
   };
   for (const Case& c : cases) {
     const absl::Status status = ChatError(c.body);
-    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.body;
-    EXPECT_THAT(std::string(status.message()), StartsWith(c.prefix)) << c.body;
+    EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument, StartsWith(c.prefix)))
+        << c.body;
   }
 }
 
 TEST(OpenAiMappingTest, TokenizeAndDetokenizeRequests) {
   absl::StatusOr<v1::TokenizeRequest> tokenize = ParseTokenizeRequest(
       R"({"model": "smol", "prompt": "Hi", "add_special_tokens": false})", Options());
-  ASSERT_TRUE(tokenize.ok()) << tokenize.status();
+  KVSERVE_ASSERT_OK(tokenize);
   EXPECT_EQ(tokenize->model(), "SmolLM2");
   EXPECT_EQ(tokenize->prompt(), "Hi");
   EXPECT_FALSE(tokenize->add_special_tokens());
   tokenize = ParseTokenizeRequest(R"({"messages": [{"role": "user", "content": "x"}]})", Options());
-  ASSERT_TRUE(tokenize.ok());
+  KVSERVE_ASSERT_OK(tokenize);
   EXPECT_EQ(tokenize->chat().messages_size(), 1);
-  EXPECT_THAT(std::string(ParseTokenizeRequest("{}", Options()).status().message()),
-              StartsWith("prompt:"));
+  EXPECT_THAT(ParseTokenizeRequest("{}", Options()), StatusIs(_, StartsWith("prompt:")));
   absl::StatusOr<v1::DetokenizeRequest> detokenize =
       ParseDetokenizeRequest(R"({"tokens": [1, 2]})", Options());
-  ASSERT_TRUE(detokenize.ok());
+  KVSERVE_ASSERT_OK(detokenize);
   EXPECT_THAT(detokenize->token_ids(), ::testing::ElementsAre(1, 2));
-  EXPECT_THAT(
-      std::string(ParseDetokenizeRequest(R"({"tokens": "x"})", Options()).status().message()),
-      StartsWith("tokens: must be a list"));
+  EXPECT_THAT(ParseDetokenizeRequest(R"({"tokens": "x"})", Options()),
+              StatusIs(_, StartsWith("tokens: must be a list")));
 }
 
 v1::GenerateResponse Delta(int index, const std::string& text, v1::FinishReason finish) {

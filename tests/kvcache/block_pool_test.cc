@@ -5,8 +5,12 @@
 #include <algorithm>
 #include <vector>
 
+#include "tests/status_matchers.h"
+
 namespace kvserve {
 namespace {
+
+using ::kvserve::testing::StatusIs;
 
 constexpr int kBlockSize = 4;
 
@@ -22,30 +26,30 @@ TEST(BlockPoolTest, NeverHandsOutTheNullBlock) {
   BlockPool pool(5, kBlockSize);
   EXPECT_EQ(pool.num_free_blocks(), 4);
   std::vector<BlockId> blocks;
-  ASSERT_TRUE(pool.Allocate(4, &blocks).ok());
+  KVSERVE_ASSERT_OK(pool.Allocate(4, &blocks));
   EXPECT_EQ(std::count(blocks.begin(), blocks.end(), kNullBlock), 0);
   std::vector<BlockId> sorted = blocks;
   std::sort(sorted.begin(), sorted.end());
   EXPECT_EQ(sorted, (std::vector<BlockId>{1, 2, 3, 4}));
   for (BlockId id : blocks) EXPECT_EQ(pool.ref_count(id), 1);
-  EXPECT_TRUE(pool.CheckInvariants().ok());
+  KVSERVE_EXPECT_OK(pool.CheckInvariants());
 }
 
 TEST(BlockPoolTest, AllocateIsAllOrNothing) {
   BlockPool pool(4, kBlockSize);
   std::vector<BlockId> blocks = {77};
-  EXPECT_EQ(pool.Allocate(4, &blocks).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(pool.Allocate(4, &blocks), StatusIs(absl::StatusCode::kResourceExhausted));
   EXPECT_EQ(blocks, (std::vector<BlockId>{77}));
   EXPECT_EQ(pool.num_free_blocks(), 3);
-  ASSERT_TRUE(pool.Allocate(3, &blocks).ok());
+  KVSERVE_ASSERT_OK(pool.Allocate(3, &blocks));
   EXPECT_EQ(blocks.size(), 4u);
-  EXPECT_EQ(pool.Allocate(1, &blocks).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(pool.Allocate(1, &blocks), StatusIs(absl::StatusCode::kResourceExhausted));
 }
 
 TEST(BlockPoolTest, UncachedBlocksAreReusedFirstCachedOnesInLruOrder) {
   BlockPool pool(5, kBlockSize);
   std::vector<BlockId> b;
-  ASSERT_TRUE(pool.Allocate(4, &b).ok());
+  KVSERVE_ASSERT_OK(pool.Allocate(4, &b));
   pool.Cache(b[0], BlockHash{1, 0}, Tokens(0), kNullBlock, 0);
   pool.Cache(b[1], BlockHash{2, 0}, Tokens(4), b[0], pool.generation(b[0]));
   pool.Release(b[0]);  // cached: tail
@@ -55,7 +59,7 @@ TEST(BlockPoolTest, UncachedBlocksAreReusedFirstCachedOnesInLruOrder) {
   EXPECT_EQ(pool.num_evictable_blocks(), 2);
   TakeEvents(pool);
   std::vector<BlockId> again;
-  ASSERT_TRUE(pool.Allocate(2, &again).ok());
+  KVSERVE_ASSERT_OK(pool.Allocate(2, &again));
   EXPECT_EQ(again, (std::vector<BlockId>{b[2], b[0]}));
   // b[0] was evicted: its hash left the index with a kRemoved event; b[1] is still cached.
   EXPECT_EQ(pool.FindHash(BlockHash{1, 0}), kNullBlock);
@@ -63,13 +67,13 @@ TEST(BlockPoolTest, UncachedBlocksAreReusedFirstCachedOnesInLruOrder) {
   EXPECT_EQ(TakeEvents(pool),
             (std::vector<KvEvent>{{KvEventKind::kRemoved, BlockHash{1, 0}, b[0]}}));
   EXPECT_EQ(pool.num_evictable_blocks(), 1);
-  EXPECT_TRUE(pool.CheckInvariants().ok());
+  KVSERVE_EXPECT_OK(pool.CheckInvariants());
 }
 
 TEST(BlockPoolTest, AcquiringAFreeCachedBlockTakesItOffTheFreeQueue) {
   BlockPool pool(3, kBlockSize);
   std::vector<BlockId> b;
-  ASSERT_TRUE(pool.Allocate(1, &b).ok());
+  KVSERVE_ASSERT_OK(pool.Allocate(1, &b));
   pool.Cache(b[0], BlockHash{5, 5}, Tokens(0), kNullBlock, 0);
   pool.Release(b[0]);
   EXPECT_EQ(pool.num_free_blocks(), 2);
@@ -78,13 +82,13 @@ TEST(BlockPoolTest, AcquiringAFreeCachedBlockTakesItOffTheFreeQueue) {
   EXPECT_EQ(pool.ref_count(b[0]), 2);
   EXPECT_EQ(pool.num_free_blocks(), 1);
   EXPECT_EQ(pool.num_evictable_blocks(), 0);
-  EXPECT_TRUE(pool.CheckInvariants().ok());
+  KVSERVE_EXPECT_OK(pool.CheckInvariants());
 }
 
 TEST(BlockPoolTest, MatchesComparesTokensParentAndGeneration) {
   BlockPool pool(4, kBlockSize);
   std::vector<BlockId> b;
-  ASSERT_TRUE(pool.Allocate(2, &b).ok());
+  KVSERVE_ASSERT_OK(pool.Allocate(2, &b));
   const uint32_t parent_generation = pool.generation(b[0]);
   pool.Cache(b[1], BlockHash{3, 3}, Tokens(10), b[0], parent_generation);
   EXPECT_TRUE(pool.Matches(b[1], Tokens(10), b[0], parent_generation));
@@ -95,7 +99,7 @@ TEST(BlockPoolTest, MatchesComparesTokensParentAndGeneration) {
   // Handing the parent out again bumps its generation, so the child's link goes stale.
   pool.Release(b[0]);
   std::vector<BlockId> again;
-  ASSERT_TRUE(pool.Allocate(2, &again).ok());
+  KVSERVE_ASSERT_OK(pool.Allocate(2, &again));
   EXPECT_EQ(again.front(), b[0]);
   EXPECT_NE(pool.generation(b[0]), parent_generation);
 }
@@ -103,7 +107,7 @@ TEST(BlockPoolTest, MatchesComparesTokensParentAndGeneration) {
 TEST(BlockPoolTest, EvictDropsAFreeEntryAndQueuesItFirst) {
   BlockPool pool(4, kBlockSize);
   std::vector<BlockId> b;
-  ASSERT_TRUE(pool.Allocate(1, &b).ok());
+  KVSERVE_ASSERT_OK(pool.Allocate(1, &b));
   pool.Cache(b[0], BlockHash{8, 1}, Tokens(0), kNullBlock, 0);
   pool.Release(b[0]);
   TakeEvents(pool);
@@ -112,16 +116,16 @@ TEST(BlockPoolTest, EvictDropsAFreeEntryAndQueuesItFirst) {
   EXPECT_EQ(pool.num_evictable_blocks(), 0);
   EXPECT_EQ(TakeEvents(pool).size(), 1u);
   std::vector<BlockId> again;
-  ASSERT_TRUE(pool.Allocate(1, &again).ok());
+  KVSERVE_ASSERT_OK(pool.Allocate(1, &again));
   EXPECT_EQ(again[0], b[0]);
   EXPECT_TRUE(TakeEvents(pool).empty());  // no second kRemoved
-  EXPECT_TRUE(pool.CheckInvariants().ok());
+  KVSERVE_EXPECT_OK(pool.CheckInvariants());
 }
 
 TEST(BlockPoolTest, StoresTokensAndEmitsStoredEvents) {
   BlockPool pool(3, kBlockSize);
   std::vector<BlockId> b;
-  ASSERT_TRUE(pool.Allocate(1, &b).ok());
+  KVSERVE_ASSERT_OK(pool.Allocate(1, &b));
   pool.Cache(b[0], BlockHash{4, 2}, Tokens(20), kNullBlock, 0);
   EXPECT_TRUE(pool.is_cached(b[0]));
   EXPECT_EQ(pool.hash(b[0]), (BlockHash{4, 2}));
@@ -130,7 +134,7 @@ TEST(BlockPoolTest, StoresTokensAndEmitsStoredEvents) {
   EXPECT_EQ(pool.num_cached_blocks(), 1);
   EXPECT_EQ(TakeEvents(pool),
             (std::vector<KvEvent>{{KvEventKind::kStored, BlockHash{4, 2}, b[0]}}));
-  EXPECT_TRUE(pool.CheckInvariants().ok());
+  KVSERVE_EXPECT_OK(pool.CheckInvariants());
 }
 
 TEST(BlockPoolTest, BookkeepingStaysUnder64BytesPerBlock) {

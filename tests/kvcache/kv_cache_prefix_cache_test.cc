@@ -9,11 +9,13 @@
 #include "absl/container/flat_hash_set.h"
 #include "kvcache/kv_cache_manager.h"
 #include "tests/kvcache/kv_cache_test_util.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
 
 using ::absl::StatusCode;
+using ::kvserve::testing::StatusIs;
 using namespace ::kvserve::testing_util;  // NOLINT(build/namespaces): test helpers
 
 TEST(KvCachePrefixCacheTest, PrefixHitSharesFullBlocksByReference) {
@@ -26,7 +28,7 @@ TEST(KvCachePrefixCacheTest, PrefixHitSharesFullBlocksByReference) {
   EXPECT_EQ(match.num_tokens, 8);
   EXPECT_EQ(match.num_evictable_blocks, 0);
   absl::StatusOr<SequenceStart> start = m->AddSequence(2, prompt, "", 100);
-  ASSERT_TRUE(start.ok());
+  KVSERVE_ASSERT_OK(start);
   EXPECT_EQ(start->num_cached_tokens, 8);
   EXPECT_EQ(start->num_new_tokens, 5);
   EXPECT_EQ(*m->GetNumComputedTokens(2), 8);
@@ -40,7 +42,7 @@ TEST(KvCachePrefixCacheTest, PrefixHitSharesFullBlocksByReference) {
   EXPECT_EQ(m->pool().ref_count(a[2]), 1);
   EXPECT_EQ(m->Stats().prefix_hit_tokens, 8);
   EXPECT_EQ(m->Stats().prefix_query_tokens, 10 + 13);
-  EXPECT_TRUE(m->CheckInvariants().ok());
+  KVSERVE_EXPECT_OK(m->CheckInvariants());
 }
 
 TEST(KvCachePrefixCacheTest, LastPromptTokenIsNeverServedFromCache) {
@@ -50,7 +52,7 @@ TEST(KvCachePrefixCacheTest, LastPromptTokenIsNeverServedFromCache) {
   EXPECT_EQ(m->FindCachedPrefix(Range(9), "").num_tokens, 8);
   EXPECT_EQ(m->FindCachedPrefix(Range(1), "").num_tokens, 0);
   absl::StatusOr<SequenceStart> start = m->AddSequence(2, Range(8), "", 100);
-  ASSERT_TRUE(start.ok());
+  KVSERVE_ASSERT_OK(start);
   EXPECT_EQ(start->num_cached_tokens, 4);
   EXPECT_EQ(start->num_new_tokens, 4);
 }
@@ -67,7 +69,7 @@ TEST(KvCachePrefixCacheTest, FreedFullBlocksStayCachedUntilReused) {
   auto m = Make(6);                 // 5 usable
   AddAndCompute(*m, 1, Range(10));  // 2 full blocks + 1 partial
   Drain(*m);
-  ASSERT_TRUE(m->FreeSequence(1).ok());
+  KVSERVE_ASSERT_OK(m->FreeSequence(1));
   KvCacheStats stats = m->Stats();
   EXPECT_EQ(stats.free_blocks, 5);
   EXPECT_EQ(stats.used_blocks, 0);
@@ -82,63 +84,63 @@ TEST(KvCachePrefixCacheTest, FreedFullBlocksStayCachedUntilReused) {
   int removed = 0;
   for (const KvEvent& event : Drain(*m)) removed += event.kind == KvEventKind::kRemoved;
   EXPECT_EQ(removed, 2);
-  EXPECT_TRUE(m->CheckInvariants().ok());
+  KVSERVE_EXPECT_OK(m->CheckInvariants());
 }
 
 TEST(KvCachePrefixCacheTest, FreeReleasesTheChainTailFirst) {
   auto m = Make(5);                 // 4 usable
   AddAndCompute(*m, 1, Range(13));  // 3 full cached blocks + 1 partial block
-  ASSERT_TRUE(m->FreeSequence(1).ok());
+  KVSERVE_ASSERT_OK(m->FreeSequence(1));
   // Needs 2 blocks: the uncached partial block goes first, then the chain's tail.
-  ASSERT_TRUE(m->AddSequence(2, Range(5, 700), "", 5).ok());
+  KVSERVE_ASSERT_OK(m->AddSequence(2, Range(5, 700), "", 5));
   EXPECT_EQ(m->FindCachedPrefix(Range(13), "").num_tokens, 8);
-  ASSERT_TRUE(m->FreeSequence(2).ok());
-  EXPECT_TRUE(m->CheckInvariants().ok());
+  KVSERVE_ASSERT_OK(m->FreeSequence(2));
+  KVSERVE_EXPECT_OK(m->CheckInvariants());
 }
 
 TEST(KvCachePrefixCacheTest, EvictableHitsCountAgainstFreeBlocks) {
   auto m = Make(4);                // 3 usable
   AddAndCompute(*m, 1, Range(9));  // 2 cached + 1 partial
-  ASSERT_TRUE(m->FreeSequence(1).ok());
+  KVSERVE_ASSERT_OK(m->FreeSequence(1));
   // The hit takes 2 evictable blocks out of the free queue; the rest needs 2 more: too many.
-  EXPECT_EQ(m->AddSequence(2, Range(16), "", 16).status().code(), StatusCode::kResourceExhausted);
+  EXPECT_THAT(m->AddSequence(2, Range(16), "", 16), StatusIs(StatusCode::kResourceExhausted));
   EXPECT_EQ(m->Stats().evictable_blocks, 2);
   absl::StatusOr<SequenceStart> start = m->AddSequence(2, Range(12), "", 16);
-  ASSERT_TRUE(start.ok());
+  KVSERVE_ASSERT_OK(start);
   EXPECT_EQ(start->num_cached_tokens, 8);
   EXPECT_EQ(m->Stats().free_blocks, 0);
-  EXPECT_TRUE(m->CheckInvariants().ok());
+  KVSERVE_EXPECT_OK(m->CheckInvariants());
 }
 
 TEST(KvCachePrefixCacheTest, ConcurrentDuplicateBlocksAreCachedOnceAndChainOn) {
   auto m = Make(16);
   const std::vector<TokenId> prompt = Range(9);
-  ASSERT_TRUE(m->AddSequence(1, prompt, "", 9).ok());
-  ASSERT_TRUE(m->AddSequence(2, prompt, "", 9).ok());  // nothing cached yet
-  ASSERT_TRUE(m->CommitComputed(1, 9).ok());
-  ASSERT_TRUE(m->CommitComputed(2, 9).ok());
+  KVSERVE_ASSERT_OK(m->AddSequence(1, prompt, "", 9));
+  KVSERVE_ASSERT_OK(m->AddSequence(2, prompt, "", 9));  // nothing cached yet
+  KVSERVE_ASSERT_OK(m->CommitComputed(1, 9));
+  KVSERVE_ASSERT_OK(m->CommitComputed(2, 9));
   EXPECT_EQ(Drain(*m).size(), 2u);  // only sequence 1's two blocks
   // Sequence 2 goes on to fill a third block: it chains from sequence 1's cached blocks.
-  ASSERT_TRUE(m->AppendTokens(2, Range(3, 9)).ok());
-  ASSERT_TRUE(m->AllocateSlots(2, 3).ok());
-  ASSERT_TRUE(m->CommitComputed(2, 3).ok());
+  KVSERVE_ASSERT_OK(m->AppendTokens(2, Range(3, 9)));
+  KVSERVE_ASSERT_OK(m->AllocateSlots(2, 3));
+  KVSERVE_ASSERT_OK(m->CommitComputed(2, 3));
   EXPECT_EQ(Drain(*m).size(), 1u);
   EXPECT_EQ(m->FindCachedPrefix(Range(13), "").num_tokens, 12);
-  EXPECT_TRUE(m->CheckInvariants().ok());
+  KVSERVE_EXPECT_OK(m->CheckInvariants());
 }
 
 TEST(KvCachePrefixCacheTest, EntryWithAStaleParentIsReplaced) {
   auto m = Make(9);  // 8 usable
   const std::vector<TokenId> prompt = Range(9);
-  ASSERT_TRUE(m->AddSequence(1, prompt, "", 9).ok());
-  ASSERT_TRUE(m->AddSequence(2, prompt, "", 9).ok());
-  ASSERT_TRUE(m->CommitComputed(1, 4).ok());  // sequence 1's block 0 is cached
-  ASSERT_TRUE(m->CommitComputed(2, 8).ok());  // 2's block 1 is cached, chained from 1's block 0
+  KVSERVE_ASSERT_OK(m->AddSequence(1, prompt, "", 9));
+  KVSERVE_ASSERT_OK(m->AddSequence(2, prompt, "", 9));
+  KVSERVE_ASSERT_OK(m->CommitComputed(1, 4));  // sequence 1's block 0 is cached
+  KVSERVE_ASSERT_OK(m->CommitComputed(2, 8));  // 2's block 1 is cached, chained from 1's block 0
   const BlockId block1 = Table(*m, 2)[1];
-  ASSERT_TRUE(m->FreeSequence(1).ok());
-  ASSERT_TRUE(m->AddSequence(3, Range(20, 100), "", 20).ok());  // evicts 1's block 0
-  ASSERT_TRUE(m->FreeSequence(3).ok());
-  ASSERT_TRUE(m->FreeSequence(2).ok());
+  KVSERVE_ASSERT_OK(m->FreeSequence(1));
+  KVSERVE_ASSERT_OK(m->AddSequence(3, Range(20, 100), "", 20));  // evicts 1's block 0
+  KVSERVE_ASSERT_OK(m->FreeSequence(3));
+  KVSERVE_ASSERT_OK(m->FreeSequence(2));
   // block1 is still indexed, but its parent is gone: no lookup can reach it.
   EXPECT_TRUE(m->pool().is_cached(block1));
   EXPECT_EQ(m->FindCachedPrefix(prompt, "").num_tokens, 0);
@@ -150,7 +152,7 @@ TEST(KvCachePrefixCacheTest, EntryWithAStaleParentIsReplaced) {
                       KvEvent{KvEventKind::kRemoved, m->pool().hash(Table(*m, 4)[1]), block1}),
             events.end());
   EXPECT_EQ(m->FindCachedPrefix(prompt, "").num_tokens, 8);
-  EXPECT_TRUE(m->CheckInvariants().ok());
+  KVSERVE_EXPECT_OK(m->CheckInvariants());
 }
 
 TEST(KvCachePrefixCacheTest, EventsComeInNumberedBatchesWithTheEpoch) {
@@ -176,7 +178,7 @@ TEST(KvCachePrefixCacheTest, SnapshotIsTheIndexAsOfTheLastDrainedBatch) {
   AddAndCompute(*m, 1, Range(8));
   KvEventBatch batch;
   m->DrainEvents(&batch);
-  ASSERT_TRUE(m->FreeSequence(1).ok());
+  KVSERVE_ASSERT_OK(m->FreeSequence(1));
   std::vector<BlockHash> hashes;
   HashFullBlocks(Range(8), 4, "", &hashes);
   AddAndCompute(*m, 2, Range(12, 40));  // evicts both, caches three new blocks (pending)

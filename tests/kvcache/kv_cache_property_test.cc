@@ -10,6 +10,7 @@
 #include <random>
 
 #include "tests/kvcache/kv_cache_harness.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
@@ -37,8 +38,8 @@ TEST(KvCachePropertyTest, RandomOperationSequencesKeepEveryInvariant) {
     for (int op = 0; op < num_operations; ++op) {
       const int kind = static_cast<int>(rng() % KvCacheHarness::kNumOperationKinds);
       const absl::Status status = harness.Apply(kind, rng());
-      ASSERT_TRUE(status.ok()) << "seed " << seed << ", run " << run << " (pool " << num_blocks
-                               << " x " << block_size << "), operation " << op << ": " << status;
+      KVSERVE_ASSERT_OK(status) << "seed " << seed << ", run " << run << " (pool " << num_blocks
+                                << " x " << block_size << "), operation " << op;
     }
     const HarnessCounters& c = harness.counters();
     total.operations += c.operations;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kvcache/kv_cache_manager.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve::testing_util {
 
@@ -29,7 +30,7 @@ inline std::vector<TokenId> Concat(std::vector<TokenId> a, const std::vector<Tok
 inline std::unique_ptr<KvCacheManager> Make(int num_blocks, int block_size = 4) {
   auto manager = KvCacheManager::Create(
       KvCacheConfig{.num_blocks = num_blocks, .block_size = block_size, .epoch = 7});
-  EXPECT_TRUE(manager.ok()) << manager.status();
+  KVSERVE_EXPECT_OK(manager);
   return *std::move(manager);
 }
 
@@ -42,9 +43,9 @@ inline std::vector<BlockId> Table(const KvCacheManager& m, SequenceId id) {
 inline void AddAndCompute(KvCacheManager& m, SequenceId id, const std::vector<TokenId>& prompt,
                           std::string_view salt = "") {
   absl::StatusOr<SequenceStart> start = m.AddSequence(id, prompt, salt, 1 << 20);
-  ASSERT_TRUE(start.ok()) << start.status();
-  ASSERT_TRUE(m.CommitComputed(id, start->num_new_tokens).ok());
-  ASSERT_TRUE(m.CheckInvariants().ok()) << m.CheckInvariants();
+  KVSERVE_ASSERT_OK(start);
+  KVSERVE_ASSERT_OK(m.CommitComputed(id, start->num_new_tokens));
+  KVSERVE_ASSERT_OK(m.CheckInvariants());
 }
 
 inline std::vector<KvEvent> Drain(KvCacheManager& m) {

@@ -2,8 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/status_matchers.h"
+
 namespace kvserve {
 namespace {
+
+using ::kvserve::testing::StatusIs;
+using ::testing::HasSubstr;
+using ::testing::_;
 
 // SmolLM2-135M: 30 layers, 3 KV heads, head_dim 64.
 KvLayout SmolLm2(KvDtype dtype) {
@@ -13,7 +19,7 @@ KvLayout SmolLm2(KvDtype dtype) {
 
 TEST(KvLayoutTest, BytesPerBlockCoverEveryLayerKAndV) {
   const KvLayout layout = SmolLm2(KvDtype::kF16);
-  ASSERT_TRUE(layout.Validate().ok());
+  KVSERVE_ASSERT_OK(layout.Validate());
   EXPECT_EQ(layout.elements_per_block_per_pool(), 3 * 16 * 64);
   EXPECT_EQ(layout.bytes_per_block_per_pool(), 3 * 16 * 64 * 2);
   EXPECT_EQ(layout.bytes_per_block(), 2 * 30 * 3 * 16 * 64 * 2);  // 368,640
@@ -42,22 +48,22 @@ TEST(KvLayoutTest, BlocksForBudgetRoundsDown) {
 TEST(KvLayoutTest, ValidateNamesTheBadField) {
   KvLayout layout = SmolLm2(KvDtype::kF16);
   layout.num_layers = 0;
-  EXPECT_NE(layout.Validate().message().find("num_layers"), std::string::npos);
+  EXPECT_THAT(layout.Validate(), StatusIs(_, HasSubstr("num_layers")));
   layout = SmolLm2(KvDtype::kF16);
   layout.num_kv_heads_local = -1;
-  EXPECT_NE(layout.Validate().message().find("num_kv_heads_local"), std::string::npos);
+  EXPECT_THAT(layout.Validate(), StatusIs(_, HasSubstr("num_kv_heads_local")));
   layout = SmolLm2(KvDtype::kF16);
   layout.head_dim = 0;
-  EXPECT_NE(layout.Validate().message().find("head_dim"), std::string::npos);
+  EXPECT_THAT(layout.Validate(), StatusIs(_, HasSubstr("head_dim")));
   layout = SmolLm2(KvDtype::kF16);
   layout.block_size = 12;
-  EXPECT_EQ(layout.Validate().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(layout.Validate(), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(KvLayoutTest, BlockSizesArePowersOfTwoUpTo256) {
-  for (int size : {1, 2, 4, 8, 16, 32, 64, 128, 256}) EXPECT_TRUE(ValidateBlockSize(size).ok());
+  for (int size : {1, 2, 4, 8, 16, 32, 64, 128, 256}) KVSERVE_EXPECT_OK(ValidateBlockSize(size));
   for (int size : {0, -16, 3, 12, 24, 512}) {
-    EXPECT_EQ(ValidateBlockSize(size).code(), absl::StatusCode::kInvalidArgument) << size;
+    EXPECT_THAT(ValidateBlockSize(size), StatusIs(absl::StatusCode::kInvalidArgument)) << size;
   }
 }
 

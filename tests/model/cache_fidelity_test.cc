@@ -24,6 +24,7 @@
 #include "model/llama_model.h"
 #include "model/weights_loader.h"
 #include "tests/model/llama_model_test_util.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
@@ -49,7 +50,7 @@ void ReportMaxError(double max_error) {
 const ModelWeights& TinyWeights() {
   static const ModelWeights* weights = [] {
     auto loaded = LoadWeights("synthetic:tiny:seed=7");
-    EXPECT_TRUE(loaded.ok()) << loaded.status();
+    KVSERVE_EXPECT_OK(loaded);
     return new ModelWeights(std::move(loaded).value());
   }();
   return *weights;
@@ -72,7 +73,7 @@ struct Harness {
                          .max_logit_rows = max_tokens};
     device_weights = UploadToCpu(weights, 2);
     auto created = LlamaModel::Create(device_weights.get(), limits, block_size);
-    EXPECT_TRUE(created.ok()) << created.status();
+    KVSERVE_EXPECT_OK(created);
     model = std::move(created).value();
     cache = KvPool::Create(model->kv_layout(), kNumBlocks, model->backend()).value();
     reference_pool = KvPool::Create(model->kv_layout(), kNumBlocks, model->backend()).value();
@@ -115,12 +116,10 @@ int32_t CheckChunkedSequence(const ModelWeights& weights, int32_t block_size, in
     if (remaining_prompt > 0) n = chunk == 0 ? remaining_prompt : std::min(chunk, remaining_prompt);
     seq.Reserve(seq.num_computed + n, block_size, blocks);
     builder.Clear();
-    EXPECT_TRUE(builder
-                    .AddSequence(absl::MakeConstSpan(tokens).subspan(seq.num_computed, n),
-                                 seq.num_computed, seq.block_table, LogitsFor::kAll)
-                    .ok());
+    KVSERVE_EXPECT_OK(builder.AddSequence(absl::MakeConstSpan(tokens).subspan(seq.num_computed, n),
+                                          seq.num_computed, seq.block_table, LogitsFor::kAll));
     auto logits = h.model->Forward(builder.View(), *h.cache);
-    EXPECT_TRUE(logits.ok()) << logits.status();
+    KVSERVE_EXPECT_OK(logits);
     if (!logits.ok()) return checked;
     const std::vector<float> got(logits->begin(), logits->end());  // the reference reuses it
     for (int32_t i = 0; i < n; ++i) {
@@ -217,17 +216,16 @@ TEST_P(MixedBatchTest, MixedPrefillAndDecodeStepsMatchFullRecompute) {
         budget -= n;
         (decoding ? has_decode : has_prefill) = true;
         seq.Reserve(seq.num_computed + n, block_size, blocks);
-        ASSERT_TRUE(builder
-                        .AddSequence(absl::MakeConstSpan(seq.tokens).subspan(seq.num_computed, n),
-                                     seq.num_computed, seq.block_table, LogitsFor::kAll)
-                        .ok());
+        KVSERVE_ASSERT_OK(
+            builder.AddSequence(absl::MakeConstSpan(seq.tokens).subspan(seq.num_computed, n),
+                                seq.num_computed, seq.block_table, LogitsFor::kAll));
         entries.push_back({s, seq.num_computed, n});
       }
     }
     if (entries.empty()) break;
     mixed_steps += has_decode && has_prefill;
     auto logits = h.model->Forward(builder.View(), *h.cache);
-    ASSERT_TRUE(logits.ok()) << logits.status();
+    KVSERVE_ASSERT_OK(logits);
     const std::vector<float> got(logits->begin(), logits->end());
     size_t row = 0;
     for (const Entry& e : entries) {
@@ -259,7 +257,7 @@ INSTANTIATE_TEST_SUITE_P(BlockSizes, MixedBatchTest, ::testing::Values(8, 16, 32
 // The qwen2 shape: Q/K/V biases and half-split RoPE pairs.
 TEST(CacheFidelityQwen2Test, ChunkedPrefillAndDecodeMatchRecompute) {
   auto weights = LoadWeights("synthetic:tiny-qwen2:seed=11");
-  ASSERT_TRUE(weights.ok()) << weights.status();
+  KVSERVE_ASSERT_OK(weights);
   ASSERT_TRUE(weights->config.attention_bias);
   ASSERT_EQ(weights->config.rope_style, RopeStyle::kHalf);
   EXPECT_EQ(CheckChunkedSequence(*weights, 16, 7, 50, 8, 1, 99), 58);
@@ -274,7 +272,7 @@ TEST(CacheFidelityRealModelTest, ChunkedPrefillAndDecodeMatchRecompute) {
     GTEST_FAIL() << "default model missing at " << path << " (run scripts/setup.sh)";
   }
   auto weights = LoadWeights(path);
-  ASSERT_TRUE(weights.ok()) << weights.status();
+  KVSERVE_ASSERT_OK(weights);
   EXPECT_EQ(CheckChunkedSequence(*weights, 16, 7, 40, 6, 3, 4242), 14 + 6);
 }
 

@@ -13,11 +13,14 @@
 #include "model/default_model.h"
 #include "nlohmann/json.hpp"
 #include "tests/model/gguf_test_writer.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
 
 using ::kvserve::testing::GgufTestWriter;
+using ::kvserve::testing::StatusIs;
+using ::testing::HasSubstr;
 
 TEST(HalfTest, DecodesKnownValues) {
   EXPECT_EQ(HalfToFloat(0x3C00), 1.0f);
@@ -76,9 +79,8 @@ TEST(DequantizeTest, Q4_0BlockIsNibbleMinusEightTimesScale) {
   std::string block = HalfBytes(0.5f);
   for (int j = 0; j < 16; ++j) block.push_back(static_cast<char>(j | ((15 - j) << 4)));
   float out[32];
-  ASSERT_TRUE(Dequantize(GgmlType::kQ4_0, reinterpret_cast<const uint8_t*>(block.data()),
-                         block.size(), 32, out)
-                  .ok());
+  KVSERVE_ASSERT_OK(Dequantize(GgmlType::kQ4_0, reinterpret_cast<const uint8_t*>(block.data()),
+                               block.size(), 32, out));
   EXPECT_EQ(out[0], -4.0f);   // (0 - 8) * 0.5
   EXPECT_EQ(out[8], 0.0f);    // (8 - 8) * 0.5
   EXPECT_EQ(out[15], 3.5f);   // (15 - 8) * 0.5
@@ -97,9 +99,8 @@ TEST(DequantizeTest, Q4_1BlockIsNibbleTimesScalePlusMin) {
     for (int j = 0; j < 16; ++j) data.push_back(static_cast<char>(((j + b) % 16) | (j << 4)));
   }
   float out[64];
-  ASSERT_TRUE(Dequantize(GgmlType::kQ4_1, reinterpret_cast<const uint8_t*>(data.data()),
-                         data.size(), 64, out)
-                  .ok());
+  KVSERVE_ASSERT_OK(Dequantize(GgmlType::kQ4_1, reinterpret_cast<const uint8_t*>(data.data()),
+                               data.size(), 64, out));
   EXPECT_EQ(out[0], -1.0f);
   EXPECT_EQ(out[15], 2.75f);  // 15 * 0.25 - 1
   EXPECT_EQ(out[32], 12.0f);  // block 1: 1 * 2 + 10
@@ -116,9 +117,8 @@ TEST(DequantizeTest, Q8_0BlockIsSignedByteTimesScale) {
   std::string block = HalfBytes(0.125f);
   for (int j = 0; j < 32; ++j) block.push_back(static_cast<char>(static_cast<int8_t>(j * 8 - 128)));
   float out[32];
-  ASSERT_TRUE(Dequantize(GgmlType::kQ8_0, reinterpret_cast<const uint8_t*>(block.data()),
-                         block.size(), 32, out)
-                  .ok());
+  KVSERVE_ASSERT_OK(Dequantize(GgmlType::kQ8_0, reinterpret_cast<const uint8_t*>(block.data()),
+                               block.size(), 32, out));
   EXPECT_EQ(out[0], -16.0f);
   EXPECT_EQ(out[16], 0.0f);
   EXPECT_EQ(out[31], 15.0f);  // 120 * 0.125
@@ -134,9 +134,8 @@ TEST(DequantizeTest, Q4_KBlockUnpacksSixBitScalesAndMins) {
   for (int i = 0; i < 128; ++i) block.push_back(static_cast<char>((i % 16) | ((15 - i % 16) << 4)));
   ASSERT_EQ(block.size(), 144u);
   float out[256];
-  ASSERT_TRUE(Dequantize(GgmlType::kQ4_K, reinterpret_cast<const uint8_t*>(block.data()),
-                         block.size(), 256, out)
-                  .ok());
+  KVSERVE_ASSERT_OK(Dequantize(GgmlType::kQ4_K, reinterpret_cast<const uint8_t*>(block.data()),
+                               block.size(), 256, out));
   EXPECT_EQ(out[0], 0.0f);      // sub 0, low nibble of byte 0 = 0
   EXPECT_EQ(out[5], 2.5f);      // sub 0: 0.5 * 1 * 5
   EXPECT_EQ(out[35], 11.0f);    // sub 1, high nibble of byte 3 = 12: 0.5 * 2 * 12 - 0.25 * 4
@@ -155,9 +154,8 @@ TEST(DequantizeTest, Q6_KBlockCombinesLowAndHighBits) {
   block += HalfBytes(0.5f);
   ASSERT_EQ(block.size(), 210u);
   float out[256];
-  ASSERT_TRUE(Dequantize(GgmlType::kQ6_K, reinterpret_cast<const uint8_t*>(block.data()),
-                         block.size(), 256, out)
-                  .ok());
+  KVSERVE_ASSERT_OK(Dequantize(GgmlType::kQ6_K, reinterpret_cast<const uint8_t*>(block.data()),
+                               block.size(), 256, out));
   EXPECT_EQ(out[0], 128.0f);    // q = 0 - 32, scale -8
   EXPECT_EQ(out[33], 45.0f);    // low nibble of ql[33] = 1, high 1: q = 17 - 32, scale -6
   EXPECT_EQ(out[84], -1.5f);    // high nibble of ql[20] = 1, high 2: q = 33 - 32, scale -3
@@ -188,9 +186,8 @@ TEST(DequantizeTest, RandomBlocksMatchThePythonGgufPackage) {
     }
     ASSERT_NE(ggml_type, GgmlType::kF32);
     std::vector<float> values(expected.size());
-    ASSERT_TRUE(Dequantize(ggml_type, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
-                           static_cast<int64_t>(values.size()), values.data())
-                    .ok());
+    KVSERVE_ASSERT_OK(Dequantize(ggml_type, reinterpret_cast<const uint8_t*>(bytes.data()),
+                                 bytes.size(), static_cast<int64_t>(values.size()), values.data()));
     for (size_t i = 0; i < values.size(); ++i) ASSERT_EQ(values[i], expected[i]) << i;
   }
 }
@@ -203,15 +200,15 @@ TEST(DequantizeTest, PlainFormatsDecodeEachElement) {
     GgufTestWriter::Put<uint16_t>(&bf16, FloatToBFloat16(v));
   }
   float out[4];
-  ASSERT_TRUE(
-      Dequantize(GgmlType::kF16, reinterpret_cast<const uint8_t*>(f16.data()), 8, 4, out).ok());
+  KVSERVE_ASSERT_OK(
+      Dequantize(GgmlType::kF16, reinterpret_cast<const uint8_t*>(f16.data()), 8, 4, out));
   for (int i = 0; i < 4; ++i) EXPECT_EQ(out[i], HalfToFloat(FloatToHalf(values[i])));
-  ASSERT_TRUE(
-      Dequantize(GgmlType::kBF16, reinterpret_cast<const uint8_t*>(bf16.data()), 8, 4, out).ok());
+  KVSERVE_ASSERT_OK(
+      Dequantize(GgmlType::kBF16, reinterpret_cast<const uint8_t*>(bf16.data()), 8, 4, out));
   for (int i = 0; i < 3; ++i) EXPECT_EQ(out[i], values[i]);  // exactly representable
   EXPECT_NEAR(out[3], 1e-3f, 1e-5f);
-  ASSERT_TRUE(
-      Dequantize(GgmlType::kF32, reinterpret_cast<const uint8_t*>(values.data()), 16, 4, out).ok());
+  KVSERVE_ASSERT_OK(
+      Dequantize(GgmlType::kF32, reinterpret_cast<const uint8_t*>(values.data()), 16, 4, out));
   for (int i = 0; i < 4; ++i) EXPECT_EQ(out[i], values[i]);
 }
 
@@ -219,15 +216,14 @@ TEST(DequantizeTest, RejectsSizeMismatchesAndUnknownTypes) {
   const std::string bytes(64, '\0');
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
   float out[64];
-  EXPECT_EQ(Dequantize(GgmlType::kQ8_0, data, 34, 31, out).code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(Dequantize(GgmlType::kQ8_0, data, 35, 32, out).code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(Dequantize(GgmlType::kF32, data, 60, 16, out).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Dequantize(GgmlType::kQ8_0, data, 34, 31, out),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(Dequantize(GgmlType::kQ8_0, data, 35, 32, out),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(Dequantize(GgmlType::kF32, data, 60, 16, out),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   absl::Status unknown = Dequantize(static_cast<GgmlType>(10), data, 64, 32, out);
-  EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(unknown.message().find("type(10)"), absl::string_view::npos) << unknown;
+  EXPECT_THAT(unknown, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("type(10)")));
 }
 
 TEST(DequantizeAllTest, TwoThreadsMatchOneAndErrorsNameTheTensor) {
@@ -250,15 +246,14 @@ TEST(DequantizeAllTest, TwoThreadsMatchOneAndErrorsNameTheTensor) {
     }
     return jobs;
   };
-  ASSERT_TRUE(DequantizeAll(jobs_for(&one), 1).ok());
-  ASSERT_TRUE(DequantizeAll(jobs_for(&two), 2).ok());
+  KVSERVE_ASSERT_OK(DequantizeAll(jobs_for(&one), 1));
+  KVSERVE_ASSERT_OK(DequantizeAll(jobs_for(&two), 2));
   EXPECT_EQ(one, two);
   EXPECT_EQ(one[6].size(), 33u * 32u);
   std::vector<DequantizeJob> bad = jobs_for(&two);
   bad[4].num_bytes -= 1;
   absl::Status status = DequantizeAll(bad, 2);
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(status.message().find("t4: "), absl::string_view::npos) << status;
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("t4: ")));
 }
 
 TEST(DequantizeTest, DefaultModelMatchesThePythonGgufPackage) {
@@ -270,7 +265,7 @@ TEST(DequantizeTest, DefaultModelMatchesThePythonGgufPackage) {
   ASSERT_TRUE(fixture_file.good());
   const nlohmann::json fixture = nlohmann::json::parse(fixture_file);
   absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(path);
-  ASSERT_TRUE(file.ok()) << file.status();
+  KVSERVE_ASSERT_OK(file);
   for (const nlohmann::json& expected : fixture["tensors"]) {
     const std::string name = expected["name"];
     SCOPED_TRACE(name);
@@ -279,9 +274,8 @@ TEST(DequantizeTest, DefaultModelMatchesThePythonGgufPackage) {
     EXPECT_EQ(GgmlTypeName(info->type), expected["type"].get<std::string>());
     EXPECT_EQ(info->dims, expected["dims"].get<std::vector<int64_t>>());
     std::vector<float> values(info->num_elements());
-    ASSERT_TRUE(
-        Dequantize(info->type, info->data, info->num_bytes, info->num_elements(), values.data())
-            .ok());
+    KVSERVE_ASSERT_OK(
+        Dequantize(info->type, info->data, info->num_bytes, info->num_elements(), values.data()));
     const std::vector<float> first = expected["first"];
     for (size_t i = 0; i < first.size(); ++i) EXPECT_EQ(values[i], first[i]) << i;
     const size_t stride = expected["stride"];

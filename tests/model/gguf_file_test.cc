@@ -10,16 +10,15 @@
 
 #include "model/default_model.h"
 #include "tests/model/gguf_test_writer.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
 
 using ::kvserve::testing::GgufTestWriter;
-
-bool Contains(const absl::Status& status, std::string_view text) {
-  return std::string_view(status.message().data(), status.message().size()).find(text) !=
-         std::string_view::npos;
-}
+using ::kvserve::testing::StatusIs;
+using ::testing::HasSubstr;
+using ::testing::_;
 
 // One key of each scalar type, arrays of int32 / float32 / string, a nested array, two tensors.
 std::string AllTypesFile(uint32_t version) {
@@ -70,7 +69,7 @@ TEST(GgufFileTest, ReadsEveryMetadataTypeInVersions2And3) {
   for (uint32_t version : {2u, 3u}) {
     const std::string bytes = AllTypesFile(version);
     absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Parse(bytes);
-    ASSERT_TRUE(file.ok()) << file.status();
+    KVSERVE_ASSERT_OK(file);
     const GgufFile& f = **file;
     EXPECT_EQ(f.version(), version);
     EXPECT_EQ(*f.GetInt("u8"), 200);
@@ -103,7 +102,7 @@ TEST(GgufFileTest, ReadsEveryMetadataTypeInVersions2And3) {
 TEST(GgufFileTest, TensorTablePointsIntoTheAlignedDataSection) {
   const std::string bytes = AllTypesFile(3);
   absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Parse(bytes);
-  ASSERT_TRUE(file.ok()) << file.status();
+  KVSERVE_ASSERT_OK(file);
   ASSERT_EQ((*file)->tensors().size(), 2u);
   const GgufTensorInfo* a = (*file)->FindTensor("a");
   ASSERT_NE(a, nullptr);
@@ -130,7 +129,7 @@ TEST(GgufFileTest, HonoursGeneralAlignment) {
   w.AddF32Tensor("y", {1}, {9});
   const std::string bytes = w.Build();
   absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Parse(bytes);
-  ASSERT_TRUE(file.ok()) << file.status();
+  KVSERVE_ASSERT_OK(file);
   EXPECT_EQ((*file)->alignment(), 64u);
   EXPECT_EQ((*file)->FindTensor("y")->offset, 64u);
   EXPECT_EQ((*file)->FindTensor("y")->data[0], bytes[bytes.size() - 4]);
@@ -140,16 +139,15 @@ TEST(GgufFileTest, MissingKeyIsNotFoundAndWrongTypeNamesBothTypes) {
   const std::string bytes = AllTypesFile(3);
   std::unique_ptr<GgufFile> file = *GgufFile::Parse(bytes);
   absl::StatusOr<int64_t> missing = file->GetInt("llama.block_count");
-  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_TRUE(Contains(missing.status(), "llama.block_count")) << missing.status();
+  EXPECT_THAT(missing, StatusIs(absl::StatusCode::kNotFound, HasSubstr("llama.block_count")));
   absl::StatusOr<std::string> wrong = file->GetString("u32");
-  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(Contains(wrong.status(), "'u32' has type uint32, want string")) << wrong.status();
+  EXPECT_THAT(wrong, StatusIs(absl::StatusCode::kInvalidArgument,
+                              HasSubstr("'u32' has type uint32, want string")));
   absl::StatusOr<std::vector<std::string>> wrong_array = file->GetStringArray("ints");
-  EXPECT_TRUE(Contains(wrong_array.status(), "array[int32]")) << wrong_array.status();
-  EXPECT_EQ(file->GetFloat("i32").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(file->GetBool("u8").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(file->GetIntArray("floats").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(wrong_array, StatusIs(_, HasSubstr("array[int32]")));
+  EXPECT_THAT(file->GetFloat("i32"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(file->GetBool("u8"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(file->GetIntArray("floats"), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_FALSE(file->Has("nope"));
   EXPECT_TRUE(file->Has("nested"));
 }
@@ -166,8 +164,7 @@ TEST(GgufFileTest, EveryTruncationIsAnErrorNotACrash) {
 void ExpectRejected(const std::string& bytes, std::string_view text) {
   absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Parse(bytes);
   ASSERT_FALSE(file.ok()) << "expected an error mentioning " << text;
-  EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument) << file.status();
-  EXPECT_TRUE(Contains(file.status(), text)) << file.status() << " lacks " << text;
+  EXPECT_THAT(file, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(text)));
 }
 
 TEST(GgufFileTest, RejectsBadMagicAndVersions) {
@@ -288,11 +285,11 @@ TEST(GgufFileTest, OpenMapsAFileAndReportsAMissingOne) {
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   }
   absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(path.string());
-  ASSERT_TRUE(file.ok()) << file.status();
+  KVSERVE_ASSERT_OK(file);
   EXPECT_EQ(*(*file)->GetString("general.name"), "tiny test");
   std::filesystem::remove(path);
   absl::StatusOr<std::unique_ptr<GgufFile>> missing = GgufFile::Open(path.string());
-  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(missing, StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST(GgufFileTest, OpensTheDefaultModel) {
@@ -300,7 +297,7 @@ TEST(GgufFileTest, OpensTheDefaultModel) {
   ASSERT_TRUE(std::filesystem::exists(path))
       << path << " is missing: run scripts/setup.sh to fetch the default model";
   absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(path);
-  ASSERT_TRUE(file.ok()) << file.status();
+  KVSERVE_ASSERT_OK(file);
   const GgufFile& f = **file;
   EXPECT_EQ(f.version(), 3u);
   EXPECT_EQ(f.keys().size(), 33u);

@@ -13,19 +13,18 @@
 #include "model/dequantize.h"
 #include "nlohmann/json.hpp"
 #include "tests/model/gguf_test_writer.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
 
 using ::kvserve::testing::GgufTestWriter;
+using ::kvserve::testing::StatusIs;
 using ::kvserve::testing::TinyModelGguf;
 using ::kvserve::testing::TinyModelOptions;
 using ::kvserve::testing::TinyModelValue;
-
-bool Contains(const absl::Status& status, std::string_view text) {
-  return std::string_view(status.message().data(), status.message().size()).find(text) !=
-         std::string_view::npos;
-}
+using ::testing::HasSubstr;
+using ::testing::_;
 
 absl::StatusOr<ModelWeights> Load(const std::string& bytes, const GgufLoadOptions& options = {}) {
   KVSERVE_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Parse(bytes));
@@ -36,7 +35,7 @@ TEST(GgufModelTest, ReadsLlamaConfigFromMetadata) {
   const std::string bytes = TinyModelGguf();
   std::unique_ptr<GgufFile> file = *GgufFile::Parse(bytes);
   absl::StatusOr<ModelConfig> config = ConfigFromGguf(*file);
-  ASSERT_TRUE(config.ok()) << config.status();
+  KVSERVE_ASSERT_OK(config);
   EXPECT_EQ(config->architecture, "llama");
   EXPECT_EQ(config->name, "tiny llama");
   EXPECT_EQ(config->num_layers, 2);
@@ -63,7 +62,7 @@ TEST(GgufModelTest, Qwen2HasBiasesHalfRopeAndTiedEmbeddings) {
   options.bias = true;
   options.output_weight = false;
   absl::StatusOr<ModelWeights> weights = Load(TinyModelGguf(options));
-  ASSERT_TRUE(weights.ok()) << weights.status();
+  KVSERVE_ASSERT_OK(weights);
   EXPECT_EQ(weights->config.architecture, "qwen2");
   EXPECT_EQ(weights->config.rope_style, RopeStyle::kHalf);
   EXPECT_TRUE(weights->config.attention_bias);
@@ -77,8 +76,8 @@ TEST(GgufModelTest, Qwen2HasBiasesHalfRopeAndTiedEmbeddings) {
 
 TEST(GgufModelTest, WeightsAreRowMajorOutByIn) {
   absl::StatusOr<ModelWeights> weights = Load(TinyModelGguf());
-  ASSERT_TRUE(weights.ok()) << weights.status();
-  EXPECT_TRUE(weights->Validate().ok());
+  KVSERVE_ASSERT_OK(weights);
+  KVSERVE_EXPECT_OK(weights->Validate());
   const LayerWeights& l1 = weights->layers[1];
   // Layer 1 starts at tensor 1 + 9 = 10: attn_norm 10, q 11, k 12, v 13, o 14, ffn_norm 15,
   // gate 16, up 17, down 18; then output_norm 19, output 20.
@@ -95,59 +94,57 @@ TEST(GgufModelTest, MissingOrMisshapenTensorIsNamed) {
   TinyModelOptions missing;
   missing.skip_tensor = "blk.1.ffn_up.weight";
   absl::StatusOr<ModelWeights> weights = Load(TinyModelGguf(missing));
-  EXPECT_EQ(weights.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(Contains(weights.status(), "'blk.1.ffn_up.weight' is missing")) << weights.status();
+  EXPECT_THAT(weights, StatusIs(absl::StatusCode::kInvalidArgument,
+                                HasSubstr("'blk.1.ffn_up.weight' is missing")));
 
   TinyModelOptions wrong;
   wrong.wrong_tensor = "blk.0.attn_k.weight";
   weights = Load(TinyModelGguf(wrong));
-  EXPECT_TRUE(Contains(weights.status(), "'blk.0.attn_k.weight' has dims [16, 32], want [32, 16]"))
-      << weights.status();
+  EXPECT_THAT(weights,
+              StatusIs(_, HasSubstr("'blk.0.attn_k.weight' has dims [16, 32], want [32, 16]")));
 }
 
 TEST(GgufModelTest, AbsurdLayerCountIsRefusedBeforeAllocating) {
   TinyModelOptions options;
   options.block_count = 2000000000;  // found by gguf_fuzz: used to allocate the layer vector
   absl::StatusOr<ModelWeights> weights = Load(TinyModelGguf(options));
-  EXPECT_EQ(weights.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(Contains(weights.status(), "2000000000 layers")) << weights.status();
+  EXPECT_THAT(weights,
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("2000000000 layers")));
 }
 
 TEST(GgufModelTest, SizeCapIsResourceExhausted) {
   GgufLoadOptions options;
   options.max_total_floats = 1000;
   absl::StatusOr<ModelWeights> weights = Load(TinyModelGguf(), options);
-  EXPECT_EQ(weights.status().code(), absl::StatusCode::kResourceExhausted) << weights.status();
+  EXPECT_THAT(weights, StatusIs(absl::StatusCode::kResourceExhausted));
 }
 
 TEST(GgufModelTest, MetadataProblemsNameTheKey) {
   GgufTestWriter no_arch;
   std::unique_ptr<GgufFile> file = *GgufFile::Parse(no_arch.Build());
   absl::StatusOr<ModelConfig> config = ConfigFromGguf(*file);
-  EXPECT_EQ(config.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_TRUE(Contains(config.status(), "general.architecture")) << config.status();
+  EXPECT_THAT(config, StatusIs(absl::StatusCode::kNotFound, HasSubstr("general.architecture")));
 
   GgufTestWriter gpt;
   gpt.AddString("general.architecture", "gpt2");
   const std::string gpt_bytes = gpt.Build();
   config = ConfigFromGguf(**GgufFile::Parse(gpt_bytes));
-  EXPECT_EQ(config.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_TRUE(Contains(config.status(), "'gpt2'")) << config.status();
+  EXPECT_THAT(config, StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("'gpt2'")));
 
   GgufTestWriter partial;
   partial.AddString("general.architecture", "llama");
   partial.AddU32("llama.block_count", 2);
   const std::string partial_bytes = partial.Build();
   config = ConfigFromGguf(**GgufFile::Parse(partial_bytes));
-  EXPECT_TRUE(Contains(config.status(), "llama.embedding_length")) << config.status();
+  EXPECT_THAT(config, StatusIs(_, HasSubstr("llama.embedding_length")));
 
   GgufTestWriter typed;
   typed.AddString("general.architecture", "llama");
   typed.AddString("llama.block_count", "two");
   const std::string typed_bytes = typed.Build();
   config = ConfigFromGguf(**GgufFile::Parse(typed_bytes));
-  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(Contains(config.status(), "'llama.block_count' has type string")) << config.status();
+  EXPECT_THAT(config, StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("'llama.block_count' has type string")));
 }
 
 TEST(GgufModelTest, LoadsTheDefaultModel) {
@@ -156,9 +153,9 @@ TEST(GgufModelTest, LoadsTheDefaultModel) {
       << path << " is missing: run scripts/setup.sh to fetch the default model";
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(path);
-  ASSERT_TRUE(file.ok()) << file.status();
+  KVSERVE_ASSERT_OK(file);
   absl::StatusOr<ModelWeights> weights = WeightsFromGguf(**file);
-  ASSERT_TRUE(weights.ok()) << weights.status();
+  KVSERVE_ASSERT_OK(weights);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("default model loaded in %.2f s (2 threads)\n", seconds);
@@ -178,7 +175,7 @@ TEST(GgufModelTest, LoadsTheDefaultModel) {
   EXPECT_FALSE(c.attention_bias);
   EXPECT_EQ(c.bos_token_id, 1);
   EXPECT_EQ(c.eos_token_ids, (std::vector<int32_t>{2}));
-  EXPECT_TRUE(weights->Validate().ok());
+  KVSERVE_EXPECT_OK(weights->Validate());
   // Spot values against the python gguf package (tests/model/make_dequant_fixture.py).
   std::ifstream fixture_file(std::string(KVSERVE_SOURCE_DIR) +
                              "/tests/model/fixtures/dequant_smollm2.json");
@@ -204,9 +201,9 @@ TEST(GgufModelTest, KeepsQuantizedMatricesAsStored) {
   const std::string path = DefaultModelPath();
   ASSERT_TRUE(std::filesystem::exists(path)) << path << " is missing: run scripts/setup.sh";
   absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(path);
-  ASSERT_TRUE(file.ok()) << file.status();
+  KVSERVE_ASSERT_OK(file);
   absl::StatusOr<ModelWeights> weights = WeightsFromGguf(**file, {.keep_stored_types = true});
-  ASSERT_TRUE(weights.ok()) << weights.status();
+  KVSERVE_ASSERT_OK(weights);
   // 7 matrices per layer and the (tied) embedding table.
   EXPECT_EQ(weights->stored.size(), 7u * 30 + 1);
   EXPECT_TRUE(weights->layers[0].wq.empty());
@@ -215,9 +212,9 @@ TEST(GgufModelTest, KeepsQuantizedMatricesAsStored) {
   EXPECT_EQ(wq.dtype, kernels::DType::kQ4_1);
   EXPECT_EQ(wq.data, (*file)->FindTensor("blk.0.attn_q.weight")->data);
   EXPECT_EQ(wq.num_bytes, kernels::RowBytes(kernels::DType::kQ4_1, 576) * 576);
-  EXPECT_TRUE(weights->Validate().ok());
+  KVSERVE_EXPECT_OK(weights->Validate());
   weights->stored.at("layers.3.w_up").num_bytes -= 20;
-  EXPECT_TRUE(Contains(weights->Validate(), "layers.3.w_up")) << weights->Validate();
+  EXPECT_THAT(weights->Validate(), StatusIs(_, HasSubstr("layers.3.w_up")));
 }
 
 }  // namespace

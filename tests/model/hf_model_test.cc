@@ -5,20 +5,19 @@
 #include <gtest/gtest.h>
 
 #include "tests/model/safetensors_test_writer.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
 
 using ::kvserve::testing::SafetensorsTestWriter;
+using ::kvserve::testing::StatusIs;
 using ::kvserve::testing::TempDir;
 using ::kvserve::testing::TinyHfDecoded;
 using ::kvserve::testing::WriteFile;
 using ::kvserve::testing::WriteTinyHfModel;
-
-bool Contains(const absl::Status& status, std::string_view text) {
-  return std::string_view(status.message().data(), status.message().size()).find(text) !=
-         std::string_view::npos;
-}
+using ::testing::HasSubstr;
+using ::testing::_;
 
 TEST(HfConfigTest, ReadsQwen2Config) {
   absl::StatusOr<ModelConfig> c = ConfigFromHfJson(R"({
@@ -28,7 +27,7 @@ TEST(HfConfigTest, ReadsQwen2Config) {
     "max_position_embeddings": 32768, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
     "rope_scaling": null, "tie_word_embeddings": true, "bos_token_id": 151643,
     "eos_token_id": 151645, "sliding_window": 32768})");
-  ASSERT_TRUE(c.ok()) << c.status();
+  KVSERVE_ASSERT_OK(c);
   EXPECT_EQ(c->architecture, "qwen2");
   EXPECT_EQ(c->name, "Qwen/Qwen2.5-0.5B-Instruct");
   EXPECT_TRUE(c->attention_bias);
@@ -51,7 +50,7 @@ TEST(HfConfigTest, ReadsLlama3RopeScalingAndEosList) {
     "rope_theta": 500000.0, "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0,
     "high_freq_factor": 4.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"},
     "bos_token_id": 128000, "eos_token_id": [128001, 128008, 128009]})");
-  ASSERT_TRUE(c.ok()) << c.status();
+  KVSERVE_ASSERT_OK(c);
   EXPECT_EQ(c->architecture, "llama");
   EXPECT_FALSE(c->attention_bias);
   EXPECT_FALSE(c->tie_word_embeddings);
@@ -70,31 +69,29 @@ TEST(HfConfigTest, LinearScalingAndErrorsNameTheField) {
     "vocab_size": 100, "max_position_embeddings": 64)";
   absl::StatusOr<ModelConfig> c =
       ConfigFromHfJson("{" + base + R"(, "rope_scaling": {"type": "linear", "factor": 2.0}})");
-  ASSERT_TRUE(c.ok()) << c.status();
+  KVSERVE_ASSERT_OK(c);
   EXPECT_EQ(c->rope_scaling.type, RopeScaling::Type::kLinear);
   EXPECT_EQ(c->rope_scaling.factor, 2.0f);
   EXPECT_EQ(c->num_kv_heads, 4);  // defaults to num_attention_heads
 
   c = ConfigFromHfJson("{" + base + R"(, "rope_scaling": {"type": "yarn", "factor": 2.0}})");
-  EXPECT_EQ(c.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_TRUE(Contains(c.status(), "'yarn'")) << c.status();
+  EXPECT_THAT(c, StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("'yarn'")));
   c = ConfigFromHfJson(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64})");
-  EXPECT_TRUE(Contains(c.status(), "'num_hidden_layers' is missing")) << c.status();
+  EXPECT_THAT(c, StatusIs(_, HasSubstr("'num_hidden_layers' is missing")));
   c = ConfigFromHfJson("{" + base + R"(, "num_key_value_heads": "four"})");
-  EXPECT_TRUE(Contains(c.status(), "'num_key_value_heads' is not a 32-bit integer")) << c.status();
+  EXPECT_THAT(c, StatusIs(_, HasSubstr("'num_key_value_heads' is not a 32-bit integer")));
   c = ConfigFromHfJson("{" + base + R"(, "num_key_value_heads": 3})");
-  EXPECT_TRUE(Contains(c.status(), "num_heads = 4 is not a multiple of num_kv_heads = 3"))
-      << c.status();
+  EXPECT_THAT(c, StatusIs(_, HasSubstr("num_heads = 4 is not a multiple of num_kv_heads = 3")));
   c = ConfigFromHfJson(R"({"architectures": ["GPT2LMHeadModel"]})");
-  EXPECT_EQ(c.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(c, StatusIs(absl::StatusCode::kUnimplemented));
   c = ConfigFromHfJson("not json");
-  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(c, StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 void ExpectTinyWeights(const ModelWeights& w) {
   // Tensor numbering of WriteTinyHfModel: embed 0; layer l: 1 + 9 l + (in_norm, q, k, v, o,
   // post_norm, gate, up, down); norm 19; lm_head 20. Dtype by t % 3: F32, F16, BF16.
-  EXPECT_TRUE(w.Validate().ok()) << w.Validate();
+  KVSERVE_EXPECT_OK(w.Validate());
   EXPECT_EQ(w.config.rope_style, RopeStyle::kHalf);
   EXPECT_EQ(w.config.rope_scaling.type, RopeScaling::Type::kLlama3);
   EXPECT_EQ(w.config.eos_token_ids, (std::vector<int32_t>{2, 7}));
@@ -112,7 +109,7 @@ TEST(HfModelTest, LoadsSingleFileCheckpoint) {
   TempDir dir("hf_single");
   WriteTinyHfModel(dir.path(), 1);
   absl::StatusOr<ModelWeights> weights = LoadHfModel(dir.path().string());
-  ASSERT_TRUE(weights.ok()) << weights.status();
+  KVSERVE_ASSERT_OK(weights);
   ExpectTinyWeights(*weights);
 }
 
@@ -120,7 +117,7 @@ TEST(HfModelTest, LoadsShardedCheckpointThroughTheIndex) {
   TempDir dir("hf_sharded");
   WriteTinyHfModel(dir.path(), 2);
   absl::StatusOr<ModelWeights> weights = LoadHfModel(dir.path().string());
-  ASSERT_TRUE(weights.ok()) << weights.status();
+  KVSERVE_ASSERT_OK(weights);
   ExpectTinyWeights(*weights);
 }
 
@@ -128,9 +125,8 @@ TEST(HfModelTest, MissingTensorIsNamed) {
   TempDir dir("hf_missing");
   WriteTinyHfModel(dir.path(), 2, "model.layers.1.mlp.up_proj.weight");
   absl::StatusOr<ModelWeights> weights = LoadHfModel(dir.path().string());
-  EXPECT_EQ(weights.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(Contains(weights.status(), "'model.layers.1.mlp.up_proj.weight' is missing"))
-      << weights.status();
+  EXPECT_THAT(weights, StatusIs(absl::StatusCode::kInvalidArgument,
+                                HasSubstr("'model.layers.1.mlp.up_proj.weight' is missing")));
 }
 
 TEST(HfModelTest, ShapeMismatchAndBadFilesAreNamed) {
@@ -144,8 +140,7 @@ TEST(HfModelTest, ShapeMismatchAndBadFilesAreNamed) {
     WriteFile(dir.path() / "model.safetensors", w.Build());
   }
   absl::StatusOr<ModelWeights> weights = LoadHfModel(dir.path().string());
-  EXPECT_TRUE(Contains(weights.status(), "'model.embed_tokens.weight' is missing"))
-      << weights.status();
+  EXPECT_THAT(weights, StatusIs(_, HasSubstr("'model.embed_tokens.weight' is missing")));
   WriteTinyHfModel(dir.path(), 1);
   std::string bytes;
   {
@@ -154,14 +149,13 @@ TEST(HfModelTest, ShapeMismatchAndBadFilesAreNamed) {
   }
   WriteFile(dir.path() / "model.safetensors", bytes.substr(0, bytes.size() - 10));
   weights = LoadHfModel(dir.path().string());
-  EXPECT_EQ(weights.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(Contains(weights.status(), "model.safetensors: safetensors tensor"))
-      << weights.status();
+  EXPECT_THAT(weights, StatusIs(absl::StatusCode::kInvalidArgument,
+                                HasSubstr("model.safetensors: safetensors tensor")));
   std::filesystem::remove(dir.path() / "model.safetensors");
   weights = LoadHfModel(dir.path().string());
-  EXPECT_EQ(weights.status().code(), absl::StatusCode::kNotFound) << weights.status();
+  EXPECT_THAT(weights, StatusIs(absl::StatusCode::kNotFound));
   weights = LoadHfModel((dir.path() / "nowhere").string());
-  EXPECT_EQ(weights.status().code(), absl::StatusCode::kNotFound) << weights.status();
+  EXPECT_THAT(weights, StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST(HfModelTest, TransposedShapeIsNamed) {
@@ -182,10 +176,11 @@ TEST(HfModelTest, TransposedShapeIsNamed) {
   std::memcpy(out.data(), &new_length, 8);
   WriteFile(dir.path() / "model.safetensors", out + new_header + bytes.substr(8 + header_length));
   absl::StatusOr<ModelWeights> weights = LoadHfModel(dir.path().string());
-  EXPECT_TRUE(
-      Contains(weights.status(),
-               "'model.layers.0.self_attn.k_proj.weight' has shape [32, 16], want [16, 32]"))
-      << weights.status();
+  EXPECT_THAT(
+      weights,
+      StatusIs(
+          _,
+          HasSubstr("'model.layers.0.self_attn.k_proj.weight' has shape [32, 16], want [16, 32]")));
 }
 
 }  // namespace

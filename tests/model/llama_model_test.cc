@@ -17,6 +17,7 @@
 #include "model/kv_pool.h"
 #include "model/weights_loader.h"
 #include "tests/model/llama_model_test_util.h"
+#include "tests/status_matchers.h"
 
 // Counts every operator new in this binary, to pin "Forward allocates nothing". The replacement
 // pair is malloc/free; GCC cannot see that operator new and delete are both replaced here and
@@ -37,18 +38,20 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 namespace kvserve {
 namespace {
 
+using ::kvserve::testing::StatusIs;
+using ::testing::HasSubstr;
 using testing::RelativeError;
 
 class LlamaModelTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto loaded = LoadWeights("synthetic:tiny:seed=3");
-    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    KVSERVE_ASSERT_OK(loaded);
     weights_ = std::move(loaded).value();
     device_weights_ = testing::UploadToCpu(weights_);
     ASSERT_NE(device_weights_, nullptr);
     auto model = LlamaModel::Create(device_weights_.get(), limits_, kBlockSize);
-    ASSERT_TRUE(model.ok()) << model.status();
+    KVSERVE_ASSERT_OK(model);
     model_ = std::move(model).value();
     pool_ = KvPool::Create(model_->kv_layout(), 16, model_->backend()).value();
   }
@@ -66,8 +69,8 @@ TEST(ForwardBatchBuilderTest, SlotsFollowTheBlockTable) {
   ForwardBatchBuilder builder(/*block_size=*/4, /*max_blocks_per_seq=*/3, 16, 2);
   const std::vector<int32_t> table_a = {7, 2};
   const std::vector<int32_t> table_b = {5, 9, 1};
-  ASSERT_TRUE(builder.AddSequence({10, 11, 12}, 2, table_a, LogitsFor::kLast).ok());
-  ASSERT_TRUE(builder.AddSequence({20}, 9, table_b, LogitsFor::kAll).ok());
+  KVSERVE_ASSERT_OK(builder.AddSequence({10, 11, 12}, 2, table_a, LogitsFor::kLast));
+  KVSERVE_ASSERT_OK(builder.AddSequence({20}, 9, table_b, LogitsFor::kAll));
   const ForwardBatch b = builder.View();
   EXPECT_EQ(std::vector<int32_t>(b.positions.begin(), b.positions.end()),
             (std::vector<int32_t>{2, 3, 4, 9}));
@@ -88,32 +91,30 @@ TEST(ForwardBatchBuilderTest, RejectsBlockTableThatDoesNotCoverTheTokens) {
   ForwardBatchBuilder builder(4, 3, 16, 2);
   const std::vector<int32_t> table = {3};
   EXPECT_FALSE(builder.AddSequence({1, 2}, 3, table, LogitsFor::kLast).ok());
-  EXPECT_TRUE(builder.AddSequence({1}, 3, table, LogitsFor::kLast).ok());
+  KVSERVE_EXPECT_OK(builder.AddSequence({1}, 3, table, LogitsFor::kLast));
 }
 
 TEST_F(LlamaModelTest, CreateRejectsBadLimitsAndBlockSize) {
   ForwardLimits bad = limits_;
   bad.max_num_tokens = 0;
-  EXPECT_EQ(LlamaModel::Create(device_weights_.get(), bad, 8).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(LlamaModel::Create(device_weights_.get(), limits_, 12).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(LlamaModel::Create(device_weights_.get(), bad, 8),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(LlamaModel::Create(device_weights_.get(), limits_, 12),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 // A rank's shard runs only with its group's communicator (tensor_parallel_forward_test runs it),
 // and lays out a KV pool of its own KV heads.
 TEST(LlamaModelShardTest, ShardedWeightsWantTheirGroupsCommunicator) {
   auto shard = LoadWeights("synthetic:tiny-tp:seed=3", {.tensor_parallel = {.rank = 1, .size = 2}});
-  ASSERT_TRUE(shard.ok()) << shard.status();
+  KVSERVE_ASSERT_OK(shard);
   auto weights = testing::UploadToCpu(*shard);
   ASSERT_NE(weights, nullptr);
   EXPECT_EQ(weights->shard().num_heads, 4);
   EXPECT_EQ(weights->shard().num_kv_heads, 2);
   const absl::Status s = LlamaModel::Create(weights.get(), {}, 8).status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("tensor-parallel rank 1 of 2, and no communicator was given"),
-            std::string::npos)
-      << s;
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument,
+                          HasSubstr("tensor-parallel rank 1 of 2, and no communicator was given")));
 }
 
 TEST_F(LlamaModelTest, ForwardRejectsInconsistentBatches) {
@@ -122,44 +123,43 @@ TEST_F(LlamaModelTest, ForwardRejectsInconsistentBatches) {
   std::vector<int32_t> too_many(33, 1);
   std::vector<int32_t> long_table = {1, 2, 3, 4, 5};
   ForwardBatchBuilder big(kBlockSize, 5, 64, 8);
-  ASSERT_TRUE(big.AddSequence(too_many, 0, long_table, LogitsFor::kLast).ok());
-  EXPECT_EQ(model_->Forward(big.View(), *pool_).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  KVSERVE_ASSERT_OK(big.AddSequence(too_many, 0, long_table, LogitsFor::kLast));
+  EXPECT_THAT(model_->Forward(big.View(), *pool_), StatusIs(absl::StatusCode::kInvalidArgument));
 
-  ASSERT_TRUE(builder.AddSequence({weights_.config.vocab_size}, 0, table, LogitsFor::kLast).ok());
-  EXPECT_EQ(model_->Forward(builder.View(), *pool_).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  KVSERVE_ASSERT_OK(builder.AddSequence({weights_.config.vocab_size}, 0, table, LogitsFor::kLast));
+  EXPECT_THAT(model_->Forward(builder.View(), *pool_),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 
   builder.Clear();
-  ASSERT_TRUE(builder.AddSequence({1, 2}, 0, table, LogitsFor::kLast).ok());
+  KVSERVE_ASSERT_OK(builder.AddSequence({1, 2}, 0, table, LogitsFor::kLast));
   ForwardBatch b = builder.View();
   const std::vector<int32_t> bad_start = {0, 5};
   b.query_start = bad_start;
-  EXPECT_EQ(model_->Forward(b, *pool_).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(model_->Forward(b, *pool_), StatusIs(absl::StatusCode::kInvalidArgument));
 
   // A block id outside the 16-block pool would write out of bounds.
   const std::vector<int32_t> outside = {16};
   builder.Clear();
-  ASSERT_TRUE(builder.AddSequence({1, 2}, 0, outside, LogitsFor::kLast).ok());
-  EXPECT_EQ(model_->Forward(builder.View(), *pool_).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  KVSERVE_ASSERT_OK(builder.AddSequence({1, 2}, 0, outside, LogitsFor::kLast));
+  EXPECT_THAT(model_->Forward(builder.View(), *pool_),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 
   builder.Clear();
-  ASSERT_TRUE(builder.AddSequence({1, 2}, 0, table, LogitsFor::kLast).ok());
+  KVSERVE_ASSERT_OK(builder.AddSequence({1, 2}, 0, table, LogitsFor::kLast));
   KvLayout other = model_->kv_layout();
   other.block_size = 16;
   auto other_pool = KvPool::Create(other, 4, model_->backend()).value();
-  EXPECT_EQ(model_->Forward(builder.View(), *other_pool).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(model_->Forward(builder.View(), *other_pool),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
 TEST_F(LlamaModelTest, PaddingTokensWriteNothingAndChangeNoLogits) {
   const std::vector<int32_t> table = {3, 6};
   const std::vector<int32_t> tokens = {5, 17, 42, 9, 100};
   ForwardBatchBuilder builder(kBlockSize, 2, 32, 4);
-  ASSERT_TRUE(builder.AddSequence(tokens, 0, table, LogitsFor::kAll).ok());
+  KVSERVE_ASSERT_OK(builder.AddSequence(tokens, 0, table, LogitsFor::kAll));
   auto plain = model_->Forward(builder.View(), *pool_);
-  ASSERT_TRUE(plain.ok()) << plain.status();
+  KVSERVE_ASSERT_OK(plain);
   const std::vector<float> want(plain->begin(), plain->end());
 
   // The same sequence followed by two padding tokens (slot -1, outside every sequence).
@@ -176,7 +176,7 @@ TEST_F(LlamaModelTest, PaddingTokensWriteNothingAndChangeNoLogits) {
   padded.slot_mapping = slots;
   testing::PoisonPool(*pool_);
   auto got = model_->Forward(padded, *pool_);
-  ASSERT_TRUE(got.ok()) << got.status();
+  KVSERVE_ASSERT_OK(got);
   EXPECT_EQ(RelativeError(*got, want), 0.0);
   // Block 0 (the null block) was not touched: it is still NaN.
   EXPECT_TRUE(std::isnan(static_cast<float*>(pool_->Layer(0).k)[0]));
@@ -185,14 +185,15 @@ TEST_F(LlamaModelTest, PaddingTokensWriteNothingAndChangeNoLogits) {
 TEST_F(LlamaModelTest, NoLogitRowsReturnsEmptyButFillsTheCache) {
   const std::vector<int32_t> table = {2};
   ForwardBatchBuilder builder(kBlockSize, 1, 32, 4);
-  ASSERT_TRUE(builder.AddSequence({4, 5, 6}, 0, table, LogitsFor::kNone).ok());
+  KVSERVE_ASSERT_OK(builder.AddSequence({4, 5, 6}, 0, table, LogitsFor::kNone));
   testing::PoisonPool(*pool_);
   auto logits = model_->Forward(builder.View(), *pool_);
-  ASSERT_TRUE(logits.ok()) << logits.status();
+  KVSERVE_ASSERT_OK(logits);
   EXPECT_TRUE(logits->empty());
   const kernels::PagedKvView layer0 = pool_->Layer(0);
   const int64_t block_elements = pool_->layout().elements_per_block_per_pool();
-  EXPECT_FALSE(std::isnan(static_cast<const float*>(layer0.k)[2 * block_elements]));  // block 2, head 0, offset 0
+  EXPECT_FALSE(std::isnan(
+      static_cast<const float*>(layer0.k)[2 * block_elements]));  // block 2, head 0, offset 0
 }
 
 TEST_F(LlamaModelTest, ForwardAllocatesNothing) {
@@ -201,13 +202,13 @@ TEST_F(LlamaModelTest, ForwardAllocatesNothing) {
   ForwardBatchBuilder builder(kBlockSize, 3, 32, 4);
   std::vector<int32_t> prompt(20);
   std::iota(prompt.begin(), prompt.end(), 3);
-  ASSERT_TRUE(builder.AddSequence(prompt, 0, table_a, LogitsFor::kLast).ok());
-  ASSERT_TRUE(builder.AddSequence({7}, 10, table_b, LogitsFor::kLast).ok());
-  ASSERT_TRUE(model_->Forward(builder.View(), *pool_).ok());  // warm-up
+  KVSERVE_ASSERT_OK(builder.AddSequence(prompt, 0, table_a, LogitsFor::kLast));
+  KVSERVE_ASSERT_OK(builder.AddSequence({7}, 10, table_b, LogitsFor::kLast));
+  KVSERVE_ASSERT_OK(model_->Forward(builder.View(), *pool_));  // warm-up
   const int64_t before = g_allocations.load();
   auto logits = model_->Forward(builder.View(), *pool_);
   const int64_t after = g_allocations.load();
-  ASSERT_TRUE(logits.ok()) << logits.status();
+  KVSERVE_ASSERT_OK(logits);
   EXPECT_EQ(after - before, 0);
   EXPECT_EQ(logits->size(), 2u * weights_.config.vocab_size);
 }

@@ -19,6 +19,7 @@
 #include "model/forward_batch.h"
 #include "model/kv_pool.h"
 #include "model/llama_model.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve::testing {
 
@@ -72,7 +73,7 @@ inline std::unique_ptr<DeviceWeights> UploadToCpu(const ModelWeights& weights, i
                                                   kernels::DType dtype = kernels::DType::kF32) {
   auto uploaded =
       DeviceWeights::Upload(weights, std::make_shared<kernels::cpu::CpuBackend>(threads), dtype);
-  EXPECT_TRUE(uploaded.ok()) << uploaded.status();
+  KVSERVE_EXPECT_OK(uploaded);
   return uploaded.ok() ? *std::move(uploaded) : nullptr;
 }
 
@@ -105,9 +106,9 @@ inline std::vector<float> RecomputeLastLogits(LlamaModel& model, KvPool& scratch
   std::iota(table.begin(), table.end(), 1);
   ForwardBatchBuilder builder(block_size, static_cast<int32_t>(table.size()),
                               static_cast<int32_t>(prefix.size()), 1);
-  EXPECT_TRUE(builder.AddSequence(prefix, 0, table, LogitsFor::kLast).ok());
+  KVSERVE_EXPECT_OK(builder.AddSequence(prefix, 0, table, LogitsFor::kLast));
   auto logits = model.Forward(builder.View(), scratch_pool);
-  EXPECT_TRUE(logits.ok()) << logits.status();
+  KVSERVE_EXPECT_OK(logits);
   if (!logits.ok()) return {};
   return std::vector<float>(logits->begin(), logits->end());
 }

@@ -32,6 +32,7 @@
 #include "nlohmann/json.hpp"
 #include "runner/llama_model_runner.h"
 #include "tests/model/llama_model_test_util.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
@@ -45,7 +46,7 @@ class ReferenceTest : public ::testing::TestWithParam<std::string> {
     const std::string path = DefaultModelPath();
     if (!std::filesystem::exists(path)) return;
     auto loaded = LoadWeights(path);
-    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    KVSERVE_ASSERT_OK(loaded);
     weights_ = new ModelWeights(std::move(loaded).value());
     device_weights_ = testing::UploadToCpu(*weights_, 2).release();
   }
@@ -83,17 +84,17 @@ TEST_P(ReferenceTest, LogitsAndGreedyContinuationMatchFloat64Reference) {
 
   ForwardLimits limits{.max_num_tokens = 128, .max_num_seqs = 1, .max_logit_rows = 128};
   auto model = LlamaModel::Create(device_weights_, limits, kBlockSize);
-  ASSERT_TRUE(model.ok()) << model.status();
+  KVSERVE_ASSERT_OK(model);
   auto pool = KvPool::Create((*model)->kv_layout(), 32, (*model)->backend());
-  ASSERT_TRUE(pool.ok()) << pool.status();
+  KVSERVE_ASSERT_OK(pool);
   std::vector<int32_t> block_table((total + kBlockSize - 1) / kBlockSize);
   std::iota(block_table.rbegin(), block_table.rend(), 3);  // descending, non-contiguous order
   ForwardBatchBuilder builder(kBlockSize, static_cast<int32_t>(block_table.size()), 128, 1);
 
   // Prefill the whole prompt; logits of every position.
-  ASSERT_TRUE(builder.AddSequence(prompt, 0, block_table, LogitsFor::kAll).ok());
+  KVSERVE_ASSERT_OK(builder.AddSequence(prompt, 0, block_table, LogitsFor::kAll));
   auto logits = (*model)->Forward(builder.View(), **pool);
-  ASSERT_TRUE(logits.ok()) << logits.status();
+  KVSERVE_ASSERT_OK(logits);
   double max_error = 0.0;
   for (const nlohmann::json& entry : fixture["positions"]) {
     const int32_t position = entry["position"].get<int32_t>();
@@ -127,12 +128,11 @@ TEST_P(ReferenceTest, LogitsAndGreedyContinuationMatchFloat64Reference) {
     tokens.push_back(next);
     if (step + 1 == want_greedy.size()) break;
     builder.Clear();
-    ASSERT_TRUE(builder
-                    .AddSequence({&tokens.back(), 1}, static_cast<int32_t>(tokens.size()) - 1,
-                                 block_table, LogitsFor::kLast)
-                    .ok());
+    KVSERVE_ASSERT_OK(builder.AddSequence({&tokens.back(), 1},
+                                          static_cast<int32_t>(tokens.size()) - 1, block_table,
+                                          LogitsFor::kLast));
     logits = (*model)->Forward(builder.View(), **pool);
-    ASSERT_TRUE(logits.ok()) << logits.status();
+    KVSERVE_ASSERT_OK(logits);
     last = logits->data();
   }
   EXPECT_EQ(got_greedy, want_greedy) << "reference text: " << fixture["greedy_text"];
@@ -143,15 +143,15 @@ std::vector<float> PromptLogits(const DeviceWeights* weights, KvDtype kv_dtype,
                                 const std::vector<int32_t>& prompt) {
   ForwardLimits limits{.max_num_tokens = 128, .max_num_seqs = 1, .max_logit_rows = 128};
   auto model = LlamaModel::Create(weights, limits, kBlockSize, kv_dtype);
-  EXPECT_TRUE(model.ok()) << model.status();
+  KVSERVE_EXPECT_OK(model);
   auto pool = KvPool::Create((*model)->kv_layout(), 16, (*model)->backend());
-  EXPECT_TRUE(pool.ok()) << pool.status();
+  KVSERVE_EXPECT_OK(pool);
   std::vector<int32_t> table((prompt.size() + kBlockSize - 1) / kBlockSize);
   std::iota(table.begin(), table.end(), 2);
   ForwardBatchBuilder builder(kBlockSize, static_cast<int32_t>(table.size()), 128, 1);
-  EXPECT_TRUE(builder.AddSequence(prompt, 0, table, LogitsFor::kAll).ok());
+  KVSERVE_EXPECT_OK(builder.AddSequence(prompt, 0, table, LogitsFor::kAll));
   auto logits = (*model)->Forward(builder.View(), **pool);
-  EXPECT_TRUE(logits.ok()) << logits.status();
+  KVSERVE_EXPECT_OK(logits);
   return logits.ok() ? std::vector<float>(logits->begin(), logits->end()) : std::vector<float>{};
 }
 
@@ -183,7 +183,7 @@ TEST_P(ReferenceTest, LowerPrecisionWeightsAndKvStayCloseToFloat32) {
   const std::vector<float> want = PromptLogits(device_weights_, KvDtype::kF32, prompt);
   absl::StatusOr<ModelWeights> stored =
       LoadWeights(DefaultModelPath(), {.keep_stored_types = true});
-  ASSERT_TRUE(stored.ok()) << stored.status();
+  KVSERVE_ASSERT_OK(stored);
   ASSERT_FALSE(stored->stored.empty());
   struct Case {
     const char* name;
@@ -204,7 +204,7 @@ TEST_P(ReferenceTest, LowerPrecisionWeightsAndKvStayCloseToFloat32) {
   auto rows = DeviceWeights::Upload(
       *stored, std::make_shared<kernels::cpu::CpuBackend>(2, /*pack_weights=*/false),
       kernels::DType::kF32);
-  ASSERT_TRUE(rows.ok()) << rows.status();
+  KVSERVE_ASSERT_OK(rows);
   EXPECT_EQ((*rows)->num_packed(), 0);
   cases[3].weights = *std::move(rows);
   const DeviceWeights& packed = *cases[2].weights;
@@ -250,7 +250,7 @@ TEST_F(ReferenceTest, EngineBatchReproducesGreedyContinuations) {
   const nlohmann::json capital = ReadFixture("capital");
   std::shared_ptr<const DeviceWeights> device = testing::UploadToCpu(*weights_, 2);
   auto runner = LlamaModelRunner::Create(device, {});
-  ASSERT_TRUE(runner.ok()) << runner.status();
+  KVSERVE_ASSERT_OK(runner);
   // A 9-token budget: the story prompt is prefilled in chunks while the other sequence decodes.
   EngineOptions options;
   options.block_size = 8;
@@ -259,7 +259,7 @@ TEST_F(ReferenceTest, EngineBatchReproducesGreedyContinuations) {
   options.max_num_batched_tokens = 9;
   options.max_context_len = 128;
   auto core = EngineCore::Create(options, *std::move(runner), nullptr, nullptr);
-  ASSERT_TRUE(core.ok()) << core.status();
+  KVSERVE_ASSERT_OK(core);
   std::vector<EngineRequest> requests(2);
   int index = 0;
   for (const nlohmann::json* fixture : {&story, &capital}) {
@@ -272,14 +272,14 @@ TEST_F(ReferenceTest, EngineBatchReproducesGreedyContinuations) {
   }
   std::vector<OfflineResult> results;
   auto stats = GenerateOffline(**core, requests, &results);
-  ASSERT_TRUE(stats.ok()) << stats.status();
+  KVSERVE_ASSERT_OK(stats);
   EXPECT_EQ(results[0].token_ids, story["greedy_ids"].get<std::vector<int32_t>>());
   EXPECT_EQ(results[1].token_ids, capital["greedy_ids"].get<std::vector<int32_t>>());
   EXPECT_EQ(stats->generated_tokens, 64);
   EXPECT_EQ(stats->prompt_tokens, static_cast<int64_t>(requests[0].prompt_token_ids.size() +
                                                        requests[1].prompt_token_ids.size()));
   EXPECT_EQ((*core)->manager().Stats().used_blocks, 0);
-  EXPECT_TRUE((*core)->manager().CheckInvariants().ok());
+  KVSERVE_EXPECT_OK((*core)->manager().CheckInvariants());
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceTest,

@@ -5,22 +5,21 @@
 #include <gtest/gtest.h>
 
 #include "tests/model/safetensors_test_writer.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
 
 using ::kvserve::testing::SafetensorsTestWriter;
+using ::kvserve::testing::StatusIs;
 using ::kvserve::testing::TempDir;
 using ::kvserve::testing::WriteFile;
-
-bool Contains(const absl::Status& status, std::string_view text) {
-  return std::string_view(status.message().data(), status.message().size()).find(text) !=
-         std::string_view::npos;
-}
+using ::testing::AllOf;
+using ::testing::HasSubstr;
 
 std::vector<float> Decode(const SafetensorsTensor& t) {
   std::vector<float> out(t.num_elements);
-  EXPECT_TRUE(Dequantize(t.type, t.data, t.num_bytes, t.num_elements, out.data()).ok());
+  KVSERVE_EXPECT_OK(Dequantize(t.type, t.data, t.num_bytes, t.num_elements, out.data()));
   return out;
 }
 
@@ -34,7 +33,7 @@ TEST(SafetensorsFileTest, ReadsF32F16AndBF16Tensors) {
   WriteFile(dir.path() / "x.safetensors", w.Build());
   absl::StatusOr<std::unique_ptr<SafetensorsFile>> file =
       SafetensorsFile::Open((dir.path() / "x.safetensors").string());
-  ASSERT_TRUE(file.ok()) << file.status();
+  KVSERVE_ASSERT_OK(file);
   EXPECT_EQ((*file)->tensors().size(), 3u);
   EXPECT_EQ((*file)->metadata().at("format"), "pt");
   const SafetensorsTensor* a = (*file)->FindTensor("a");
@@ -52,9 +51,8 @@ TEST(SafetensorsFileTest, ReadsF32F16AndBF16Tensors) {
 void ExpectRejected(const std::string& bytes, std::string_view text) {
   absl::StatusOr<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Parse(bytes, "t.st");
   ASSERT_FALSE(file.ok()) << "expected an error mentioning " << text;
-  EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(Contains(file.status(), text)) << file.status() << " lacks " << text;
-  EXPECT_TRUE(Contains(file.status(), "t.st: ")) << file.status();
+  EXPECT_THAT(file, StatusIs(absl::StatusCode::kInvalidArgument,
+                             AllOf(HasSubstr(text), HasSubstr("t.st: "))));
 }
 
 TEST(SafetensorsFileTest, RejectsTruncatedAndAbsurdHeaders) {
@@ -123,8 +121,8 @@ TEST(SafetensorsFileTest, RejectsBadEntries) {
 TEST(SafetensorsFileTest, MissingFileIsNotFound) {
   absl::StatusOr<std::unique_ptr<SafetensorsFile>> file =
       SafetensorsFile::Open("/nonexistent/model.safetensors");
-  EXPECT_EQ(file.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_TRUE(Contains(file.status(), "/nonexistent/model.safetensors")) << file.status();
+  EXPECT_THAT(file,
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("/nonexistent/model.safetensors")));
 }
 
 }  // namespace

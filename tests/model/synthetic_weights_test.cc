@@ -6,8 +6,13 @@
 
 #include <cmath>
 
+#include "tests/status_matchers.h"
+
 namespace kvserve {
 namespace {
+
+using ::kvserve::testing::StatusIs;
+using ::testing::HasSubstr;
 
 struct Moments {
   double mean = 0, std = 0, min = 1e30, max = -1e30;
@@ -30,14 +35,12 @@ Moments Measure(const std::vector<float>& v) {
 TEST(SyntheticWeightsTest, PresetsAreValidAndUnknownOnesListTheChoices) {
   for (const std::string& name : SyntheticPresetNames()) {
     absl::StatusOr<ModelConfig> config = SyntheticConfig(name);
-    ASSERT_TRUE(config.ok()) << name;
-    EXPECT_TRUE(config->Validate().ok()) << name << ": " << config->Validate();
+    KVSERVE_ASSERT_OK(config) << name;
+    KVSERVE_EXPECT_OK(config->Validate()) << name;
   }
   absl::StatusOr<ModelConfig> unknown = SyntheticConfig("gpt5");
-  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_NE(unknown.status().message().find("tiny, tiny-qwen2, tiny-tp, smollm2-135m, llama3-8b"),
-            absl::string_view::npos)
-      << unknown.status();
+  EXPECT_THAT(unknown, StatusIs(absl::StatusCode::kNotFound,
+                                HasSubstr("tiny, tiny-qwen2, tiny-tp, smollm2-135m, llama3-8b")));
 }
 
 TEST(SyntheticWeightsTest, PresetShapesAndParameterCounts) {
@@ -65,7 +68,7 @@ TEST(SyntheticWeightsTest, WeightsMatchTheirShapesAndCount) {
   for (const char* preset : {"tiny", "tiny-qwen2", "tiny-tp"}) {
     const ModelConfig config = *SyntheticConfig(preset);
     const ModelWeights w = MakeSyntheticWeights(config, 1);
-    EXPECT_TRUE(w.Validate().ok()) << preset << ": " << w.Validate();
+    KVSERVE_EXPECT_OK(w.Validate()) << preset;
     int64_t total = w.token_embedding.size() + w.final_norm.size() + w.lm_head.size();
     for (const LayerWeights& l : w.layers) {
       for (const std::vector<float>* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.bq, &l.bk, &l.bv,

@@ -20,8 +20,9 @@
 #include "model/kv_pool.h"
 #include "model/llama_model.h"
 #include "model/synthetic_weights.h"
+#include "tests/comm/comm_test_util.h"
 #include "tests/model/llama_model_test_util.h"
-#include "tests/model/tensor_parallel_test_util.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
@@ -163,14 +164,14 @@ TEST_P(TensorParallelForwardTest, LogitsAndGreedyTokensEqualTheUnshardedModel) {
   const auto& [preset, size] = GetParam();
   const ModelConfig config = Config(preset);
   const RankRun& want = Unsharded(preset);
-  ASSERT_TRUE(want.status.ok()) << want.status;
+  KVSERVE_ASSERT_OK(want.status);
   std::vector<std::unique_ptr<Communicator>> comms = testing::MakeGlooGroup(size);
   ASSERT_EQ(comms.size(), static_cast<size_t>(size));
   std::vector<RankRun> runs(size);
   testing::RunRanks(
       size, [&](int rank) { runs[rank] = RunScript(preset, rank, size, comms[rank].get()); });
   for (int32_t rank = 0; rank < size; ++rank) {
-    ASSERT_TRUE(runs[rank].status.ok()) << "rank " << rank << ": " << runs[rank].status;
+    KVSERVE_ASSERT_OK(runs[rank].status) << "rank " << rank;
     // Each rank's pool holds its KV heads only: split up to 4 ranks, one replicated at 8.
     EXPECT_EQ(runs[rank].kv_heads_local, std::max(1, config.num_kv_heads / size));
   }

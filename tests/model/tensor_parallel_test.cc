@@ -18,18 +18,17 @@
 #include "model/weights_loader.h"
 #include "tests/model/gguf_test_writer.h"
 #include "tests/model/safetensors_test_writer.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
 
 using ::kvserve::testing::QuantizedModelGguf;
+using ::kvserve::testing::StatusIs;
 using ::kvserve::testing::TempDir;
 using ::kvserve::testing::WriteFile;
-
-bool Contains(const absl::Status& status, std::string_view text) {
-  return std::string_view(status.message().data(), status.message().size()).find(text) !=
-         std::string_view::npos;
-}
+using ::testing::HasSubstr;
+using ::testing::_;
 
 ModelConfig Heads(int32_t heads, int32_t kv_heads, int32_t intermediate = 256) {
   ModelConfig c = *SyntheticConfig("tiny-tp");
@@ -44,7 +43,7 @@ ModelConfig Heads(int32_t heads, int32_t kv_heads, int32_t intermediate = 256) {
 TEST(TensorParallelTest, SplitsQueryHeadsKvHeadsAndTheMlp) {
   const ModelConfig c = Heads(8, 4);
   absl::StatusOr<TensorShard> shard = MakeTensorShard(c, 1, 2);
-  ASSERT_TRUE(shard.ok()) << shard.status();
+  KVSERVE_ASSERT_OK(shard);
   EXPECT_EQ(shard->num_heads, 4);
   EXPECT_EQ(shard->first_head, 4);
   EXPECT_EQ(shard->num_kv_heads, 2);
@@ -69,7 +68,7 @@ TEST(TensorParallelTest, ReplicatesKvHeadsOverMoreRanksThanKvHeads) {
     const ModelConfig c = Heads(heads, kv_heads, 72);
     for (int32_t rank = 0; rank < size; ++rank) {
       absl::StatusOr<TensorShard> shard = MakeTensorShard(c, rank, size);
-      ASSERT_TRUE(shard.ok()) << shard.status();
+      KVSERVE_ASSERT_OK(shard);
       EXPECT_EQ(shard->num_kv_heads, 1);
       for (int32_t h = shard->first_head; h < shard->first_head + shard->num_heads; ++h) {
         EXPECT_EQ(h / (heads / kv_heads), shard->first_kv_head)
@@ -81,29 +80,29 @@ TEST(TensorParallelTest, ReplicatesKvHeadsOverMoreRanksThanKvHeads) {
 
 TEST(TensorParallelTest, ModelsThatCannotBeSplitNameTheNumbers) {
   absl::Status s = MakeTensorShard(Heads(9, 3), 0, 2).status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(Contains(s, "num_heads = 9 is not divisible by tensor_parallel_size = 2")) << s;
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument,
+                          HasSubstr("num_heads = 9 is not divisible by tensor_parallel_size = 2")));
   // 12 heads split over 6 ranks, but 4 KV heads neither split over 6 nor replicate onto them.
   s = MakeTensorShard(Heads(12, 4), 0, 6).status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(Contains(s,
-                       "num_kv_heads = 4 can be neither split across nor replicated over "
-                       "tensor_parallel_size = 6"))
-      << s;
+  EXPECT_THAT(s,
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("num_kv_heads = 4 can be neither split across nor replicated over "
+                                 "tensor_parallel_size = 6")));
   s = MakeTensorShard(Heads(8, 8), 0, 16).status();  // 8 heads cannot go to 16 ranks
-  EXPECT_TRUE(Contains(s, "num_heads = 8")) << s;
+  EXPECT_THAT(s, StatusIs(_, HasSubstr("num_heads = 8")));
   s = MakeTensorShard(Heads(8, 4, 100), 0, 8).status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(Contains(s, "intermediate_size = 100 is not divisible by tensor_parallel_size = 8"))
-      << s;
+  EXPECT_THAT(
+      s,
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("intermediate_size = 100 is not divisible by tensor_parallel_size = 8")));
   s = MakeTensorShard(Heads(8, 4), 2, 2).status();
-  EXPECT_TRUE(Contains(s, "rank 2 of size 2")) << s;
+  EXPECT_THAT(s, StatusIs(_, HasSubstr("rank 2 of size 2")));
   s = MakeTensorShard(Heads(8, 4), 0, 0).status();
-  EXPECT_TRUE(Contains(s, "rank 0 of size 0")) << s;
+  EXPECT_THAT(s, StatusIs(_, HasSubstr("rank 0 of size 0")));
   // The loader refuses before reading anything.
   s = LoadWeights("synthetic:tiny-tp", {.tensor_parallel = {.rank = 0, .size = 3}}).status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(Contains(s, "num_heads = 8 is not divisible by tensor_parallel_size = 3")) << s;
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument,
+                          HasSubstr("num_heads = 8 is not divisible by tensor_parallel_size = 3")));
 }
 
 // rows [begin, begin + n) of a row-major [?, cols] matrix.
@@ -137,7 +136,7 @@ void ExpectShardOf(const ModelWeights& full, const ModelWeights& shard, int32_t 
   SCOPED_TRACE(::testing::Message() << "rank " << rank << " of " << size);
   ASSERT_EQ(shard.tp_rank, rank);
   ASSERT_EQ(shard.tp_size, size);
-  ASSERT_TRUE(shard.Validate().ok()) << shard.Validate();
+  KVSERVE_ASSERT_OK(shard.Validate());
   const ModelConfig& c = full.config;
   const TensorShard s = *MakeTensorShard(c, rank, size);
   const int64_t hidden = c.hidden_size;
@@ -206,7 +205,7 @@ TEST(TensorParallelTest, SyntheticShardsHoldTheWholeModelsValues) {
   for (int32_t rank = 0; rank < 8; ++rank) {
     absl::StatusOr<ModelWeights> shard =
         LoadWeights("synthetic:tiny-tp:seed=7", {.tensor_parallel = {.rank = rank, .size = 8}});
-    ASSERT_TRUE(shard.ok()) << shard.status();
+    KVSERVE_ASSERT_OK(shard);
     ExpectShardOf(full, *shard, rank, 8);
     EXPECT_EQ(shard->layers[1].wk, Rows(full.layers[1].wk, 128, (rank / 2) * 16, 16));
   }
@@ -216,12 +215,12 @@ TEST(TensorParallelTest, GgufShardsDecodeTheirPartsToFp32) {
   const std::string bytes = QuantizedModelGguf();
   std::unique_ptr<GgufFile> file = *GgufFile::Parse(bytes);
   absl::StatusOr<ModelWeights> full = WeightsFromGguf(*file);
-  ASSERT_TRUE(full.ok()) << full.status();
+  KVSERVE_ASSERT_OK(full);
   for (int32_t size : {2, 4}) {
     for (int32_t rank = 0; rank < size; ++rank) {
       absl::StatusOr<ModelWeights> shard =
           WeightsFromGguf(*file, {.tp_rank = rank, .tp_size = size});
-      ASSERT_TRUE(shard.ok()) << shard.status();
+      KVSERVE_ASSERT_OK(shard);
       ExpectShardOf(*full, *shard, rank, size);
       EXPECT_TRUE(shard->stored.empty());
     }
@@ -235,13 +234,13 @@ TEST(TensorParallelTest, GgufShardsKeepBlocksWhereTheSplitAllows) {
   const std::string bytes = QuantizedModelGguf();
   std::unique_ptr<GgufFile> file = *GgufFile::Parse(bytes);
   absl::StatusOr<ModelWeights> full = WeightsFromGguf(*file, {.keep_stored_types = true});
-  ASSERT_TRUE(full.ok()) << full.status();
+  KVSERVE_ASSERT_OK(full);
   const uint8_t* wq = file->FindTensor("blk.0.attn_q.weight")->data;
   const int64_t q_row_bytes = kernels::RowBytes(kernels::DType::kQ8_0, 512);
 
   absl::StatusOr<ModelWeights> half =
       WeightsFromGguf(*file, {.keep_stored_types = true, .tp_rank = 1, .tp_size = 2});
-  ASSERT_TRUE(half.ok()) << half.status();
+  KVSERVE_ASSERT_OK(half);
   ExpectShardOf(*full, *half, 1, 2);
   EXPECT_TRUE(half->decoded_for_shard.empty());
   EXPECT_EQ(half->stored.at("layers.0.wq").data, wq + 256 * q_row_bytes);
@@ -253,7 +252,7 @@ TEST(TensorParallelTest, GgufShardsKeepBlocksWhereTheSplitAllows) {
 
   absl::StatusOr<ModelWeights> quarter =
       WeightsFromGguf(*file, {.keep_stored_types = true, .tp_rank = 3, .tp_size = 4});
-  ASSERT_TRUE(quarter.ok()) << quarter.status();
+  KVSERVE_ASSERT_OK(quarter);
   ExpectShardOf(*full, *quarter, 3, 4);
   EXPECT_EQ(quarter->decoded_for_shard,
             (std::vector<std::string>{"layers.0.wo", "layers.0.w_down"}));
@@ -270,22 +269,22 @@ TEST(TensorParallelTest, LoadWeightsReadsShardsFromFiles) {
   const std::filesystem::path gguf = dir.path() / "model.gguf";
   WriteFile(gguf, QuantizedModelGguf());
   absl::StatusOr<ModelWeights> full = LoadWeights(gguf.string(), {.keep_stored_types = true});
-  ASSERT_TRUE(full.ok()) << full.status();
+  KVSERVE_ASSERT_OK(full);
   for (int32_t rank = 0; rank < 2; ++rank) {
     absl::StatusOr<ModelWeights> shard = LoadWeights(
         gguf.string(), {.keep_stored_types = true, .tensor_parallel = {.rank = rank, .size = 2}});
-    ASSERT_TRUE(shard.ok()) << shard.status();
+    KVSERVE_ASSERT_OK(shard);
     ExpectShardOf(*full, *shard, rank, 2);
   }
   const std::filesystem::path hf = dir.path() / "hf";
   std::filesystem::create_directories(hf);
   ::kvserve::testing::WriteTinyHfModel(hf, 2);
   full = LoadWeights(hf.string());
-  ASSERT_TRUE(full.ok()) << full.status();
+  KVSERVE_ASSERT_OK(full);
   for (int32_t rank = 0; rank < 2; ++rank) {
     absl::StatusOr<ModelWeights> shard =
         LoadWeights(hf.string(), {.tensor_parallel = {.rank = rank, .size = 2}});
-    ASSERT_TRUE(shard.ok()) << shard.status();
+    KVSERVE_ASSERT_OK(shard);
     ExpectShardOf(*full, *shard, rank, 2);
   }
 }

@@ -10,44 +10,43 @@
 #include "model/synthetic_weights.h"
 #include "tests/model/gguf_test_writer.h"
 #include "tests/model/safetensors_test_writer.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
 
+using ::kvserve::testing::StatusIs;
 using ::kvserve::testing::TempDir;
 using ::kvserve::testing::TinyModelGguf;
 using ::kvserve::testing::WriteFile;
 using ::kvserve::testing::WriteTinyHfModel;
-
-bool Contains(const absl::Status& status, std::string_view text) {
-  return std::string_view(status.message().data(), status.message().size()).find(text) !=
-         std::string_view::npos;
-}
+using ::testing::HasSubstr;
+using ::testing::_;
 
 TEST(WeightsLoaderTest, ParsesSyntheticSpecs) {
   absl::StatusOr<SyntheticSpec> spec = ParseSyntheticSpec("synthetic:llama3-8b:layers=2:seed=9");
-  ASSERT_TRUE(spec.ok()) << spec.status();
+  KVSERVE_ASSERT_OK(spec);
   EXPECT_EQ(spec->preset, "llama3-8b");
   EXPECT_EQ(spec->num_layers, 2);
   EXPECT_EQ(spec->seed, 9u);
   spec = ParseSyntheticSpec("synthetic:tiny");
-  ASSERT_TRUE(spec.ok());
+  KVSERVE_ASSERT_OK(spec);
   EXPECT_EQ(spec->num_layers, -1);
   EXPECT_EQ(spec->seed, 0u);
-  EXPECT_TRUE(Contains(ParseSyntheticSpec("synthetic:tiny:layers=0").status(), "layers="));
-  EXPECT_TRUE(Contains(ParseSyntheticSpec("synthetic:tiny:seed=x").status(), "seed="));
-  EXPECT_TRUE(Contains(ParseSyntheticSpec("synthetic:tiny:depth=3").status(), "'depth=3'"));
+  EXPECT_THAT(ParseSyntheticSpec("synthetic:tiny:layers=0"), StatusIs(_, HasSubstr("layers=")));
+  EXPECT_THAT(ParseSyntheticSpec("synthetic:tiny:seed=x"), StatusIs(_, HasSubstr("seed=")));
+  EXPECT_THAT(ParseSyntheticSpec("synthetic:tiny:depth=3"), StatusIs(_, HasSubstr("'depth=3'")));
 }
 
 TEST(WeightsLoaderTest, LoadsSyntheticPresetWithOverrides) {
   absl::StatusOr<ModelWeights> w = LoadWeights("synthetic:tiny:layers=3:seed=5");
-  ASSERT_TRUE(w.ok()) << w.status();
+  KVSERVE_ASSERT_OK(w);
   EXPECT_EQ(w->config.num_layers, 3);
-  EXPECT_TRUE(w->Validate().ok());
+  KVSERVE_EXPECT_OK(w->Validate());
   ModelConfig config = *SyntheticConfig("tiny");
   config.num_layers = 3;
   EXPECT_EQ(w->layers[2].wv, MakeSyntheticWeights(config, 5).layers[2].wv);
-  EXPECT_EQ(LoadWeights("synthetic:huge").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(LoadWeights("synthetic:huge"), StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST(WeightsLoaderTest, LoadsGgufFilesAndHfDirectories) {
@@ -55,7 +54,7 @@ TEST(WeightsLoaderTest, LoadsGgufFilesAndHfDirectories) {
   const std::filesystem::path gguf = dir.path() / "tiny.gguf";
   WriteFile(gguf, TinyModelGguf());
   absl::StatusOr<ModelWeights> from_gguf = LoadWeights(gguf.string());
-  ASSERT_TRUE(from_gguf.ok()) << from_gguf.status();
+  KVSERVE_ASSERT_OK(from_gguf);
   EXPECT_EQ(from_gguf->config.name, "tiny llama");
   EXPECT_EQ(from_gguf->config.rope_style, RopeStyle::kInterleaved);
 
@@ -63,7 +62,7 @@ TEST(WeightsLoaderTest, LoadsGgufFilesAndHfDirectories) {
   std::filesystem::create_directories(hf);
   WriteTinyHfModel(hf, 1);
   absl::StatusOr<ModelWeights> from_hf = LoadWeights(hf.string());
-  ASSERT_TRUE(from_hf.ok()) << from_hf.status();
+  KVSERVE_ASSERT_OK(from_hf);
   EXPECT_EQ(from_hf->config.vocab_size, 40);
   EXPECT_EQ(from_hf->config.rope_style, RopeStyle::kHalf);
 }
@@ -71,20 +70,20 @@ TEST(WeightsLoaderTest, LoadsGgufFilesAndHfDirectories) {
 TEST(WeightsLoaderTest, AnythingElseIsAClearError) {
   TempDir dir("weights_loader_bad");
   absl::StatusOr<ModelWeights> w = LoadWeights(dir.path().string());
-  EXPECT_EQ(w.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(Contains(w.status(), "directory has no config.json")) << w.status();
+  EXPECT_THAT(
+      w, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("directory has no config.json")));
   w = LoadWeights("/nonexistent/model.bin");
-  EXPECT_TRUE(Contains(w.status(), "no such file or directory")) << w.status();
-  EXPECT_TRUE(Contains(w.status(), "synthetic:<preset>")) << w.status();
+  EXPECT_THAT(w, StatusIs(_, HasSubstr("no such file or directory")));
+  EXPECT_THAT(w, StatusIs(_, HasSubstr("synthetic:<preset>")));
   WriteFile(dir.path() / "model.bin", "hello");
   w = LoadWeights((dir.path() / "model.bin").string());
-  EXPECT_TRUE(Contains(w.status(), "not a .gguf file or a directory")) << w.status();
+  EXPECT_THAT(w, StatusIs(_, HasSubstr("not a .gguf file or a directory")));
   WriteFile(dir.path() / "broken.gguf", "GGUF");
   w = LoadWeights((dir.path() / "broken.gguf").string());
-  EXPECT_EQ(w.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(Contains(w.status(), "broken.gguf: GGUF truncated")) << w.status();
+  EXPECT_THAT(
+      w, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("broken.gguf: GGUF truncated")));
   w = LoadWeights((dir.path() / "missing.gguf").string());
-  EXPECT_EQ(w.status().code(), absl::StatusCode::kNotFound) << w.status();
+  EXPECT_THAT(w, StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST(WeightsLoaderTest, LoadsTheDefaultModel) {
@@ -92,7 +91,7 @@ TEST(WeightsLoaderTest, LoadsTheDefaultModel) {
   ASSERT_TRUE(std::filesystem::exists(path))
       << path << " is missing: run scripts/setup.sh to fetch the default model";
   absl::StatusOr<ModelWeights> w = LoadWeights(path);
-  ASSERT_TRUE(w.ok()) << w.status();
+  KVSERVE_ASSERT_OK(w);
   EXPECT_EQ(w->config.num_layers, 30);
   EXPECT_EQ(w->token_embedding.size(), 49152u * 576u);
 }

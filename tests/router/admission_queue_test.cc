@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "tests/router/router_test_util.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
@@ -30,7 +31,7 @@ class AdmissionQueueTest : public ::testing::Test {
  protected:
   void SetUp() override {
     books_ = std::move(*ClusterBooks::Create(RouterCoreOptions{}));
-    ASSERT_TRUE(books_->AddWorker("w").ok());
+    KVSERVE_ASSERT_OK(books_->AddWorker("w"));
     Report({.total = 100, .free = 0});
   }
 
@@ -47,7 +48,7 @@ class AdmissionQueueTest : public ::testing::Test {
     if (first_report_) SetSnapshotPart(&status, 0, 0, true, {});
     first_report_ = false;
     status.set_draining(draining);
-    ASSERT_TRUE(books_->ApplyStatus("w", status).ok());
+    KVSERVE_ASSERT_OK(books_->ApplyStatus("w", status));
   }
 
   // A request needing exactly `blocks` blocks of 16 tokens (one prompt block, the rest output).
@@ -257,7 +258,7 @@ TEST_F(AdmissionQueueTest, BlockedHandlersWakeWhenAStatusReportBringsRoom) {
   status_stream.join();
   for (std::thread& handler : handlers) handler.join();
   for (const auto& outcome : outcomes) {
-    ASSERT_TRUE(outcome.ok()) << outcome.status();
+    KVSERVE_ASSERT_OK(outcome);
     EXPECT_EQ(outcome->worker_id, "w");
     EXPECT_EQ(outcome->charged_blocks, 4);
   }
@@ -277,7 +278,7 @@ TEST_F(AdmissionQueueTest, FinishingRequestsLetWaitersIn) {
       for (int i = 0; i < kRequestsEach; ++i) {
         const std::string id = "t" + std::to_string(t) + "-" + std::to_string(i);
         absl::StatusOr<RoutingDecision> outcome = SubmitAndWait(Needing(id, 4, i % 3));
-        ASSERT_TRUE(outcome.ok()) << outcome.status();
+        KVSERVE_ASSERT_OK(outcome);
         const int now = ++in_flight;
         int seen = max_in_flight.load();
         while (now > seen && !max_in_flight.compare_exchange_weak(seen, now)) {

@@ -15,10 +15,12 @@
 
 #include "kvcache/kv_cache_manager.h"
 #include "tests/router/router_test_util.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
 
+using ::kvserve::testing::StatusIs;
 using testing_util::AddBatch;
 using testing_util::CapacitySpec;
 using testing_util::MakeStatus;
@@ -29,7 +31,7 @@ constexpr int kBlockSize = 16;
 
 std::unique_ptr<ClusterBooks> MakeBooks() {
   absl::StatusOr<std::unique_ptr<ClusterBooks>> books = ClusterBooks::Create(RouterCoreOptions{});
-  EXPECT_TRUE(books.ok()) << books.status();
+  KVSERVE_EXPECT_OK(books);
   return std::move(*books);
 }
 
@@ -38,9 +40,9 @@ std::unique_ptr<KvCacheManager> CacheThatRan(const std::vector<TokenId>& tokens,
                                              const std::string& salt, uint64_t epoch) {
   auto manager =
       *KvCacheManager::Create({.num_blocks = 256, .block_size = kBlockSize, .epoch = epoch});
-  EXPECT_TRUE(manager->AddSequence(1, tokens, salt, static_cast<int>(tokens.size())).ok());
-  EXPECT_TRUE(manager->CommitComputed(1, static_cast<int>(tokens.size())).ok());
-  EXPECT_TRUE(manager->FreeSequence(1).ok());
+  KVSERVE_EXPECT_OK(manager->AddSequence(1, tokens, salt, static_cast<int>(tokens.size())));
+  KVSERVE_EXPECT_OK(manager->CommitComputed(1, static_cast<int>(tokens.size())));
+  KVSERVE_EXPECT_OK(manager->FreeSequence(1));
   return manager;
 }
 
@@ -48,7 +50,7 @@ std::unique_ptr<KvCacheManager> CacheThatRan(const std::vector<TokenId>& tokens,
 // given capacity.
 void Connect(ClusterBooks& books, const std::string& worker, KvCacheManager* manager,
              const CapacitySpec& capacity, uint64_t epoch) {
-  ASSERT_TRUE(books.AddWorker(worker).ok());
+  KVSERVE_ASSERT_OK(books.AddWorker(worker));
   kvserve::v1::WorkerStatus status = MakeStatus(epoch, capacity);
   SetSnapshotPart(&status, 0, 0, true, {});
   if (manager != nullptr) {
@@ -57,7 +59,7 @@ void Connect(ClusterBooks& books, const std::string& worker, KvCacheManager* man
     AddBatch(&status, batch, kBlockSize);
   }
   absl::StatusOr<ApplyResult> result = books.ApplyStatus(worker, status);
-  ASSERT_TRUE(result.ok()) << result.status();
+  KVSERVE_ASSERT_OK(result);
   ASSERT_FALSE(result->resync_needed);
 }
 
@@ -72,8 +74,8 @@ RouteRequest Request(const std::string& id, std::vector<TokenId> tokens, int64_t
 TEST(ClusterBooksTest, PromptHashesEqualTheHashesAKvCacheManagerStores) {
   const std::vector<TokenId> tokens = Range(100, 1000);
   auto manager = *KvCacheManager::Create({.num_blocks = 64, .block_size = kBlockSize, .epoch = 9});
-  ASSERT_TRUE(manager->AddSequence(1, tokens, "tenant-a", 100).ok());
-  ASSERT_TRUE(manager->CommitComputed(1, 100).ok());
+  KVSERVE_ASSERT_OK(manager->AddSequence(1, tokens, "tenant-a", 100));
+  KVSERVE_ASSERT_OK(manager->CommitComputed(1, 100));
   KvEventBatch batch;
   manager->DrainEvents(&batch);
   std::vector<BlockHash> stored;
@@ -182,14 +184,14 @@ TEST(ClusterBooksTest, SkipsDrainingUnreachableAndExcludedWorkers) {
   Connect(*books, "ok", nullptr, {.total = 100, .free = 40, .running = 9}, 4);
   kvserve::v1::WorkerStatus draining = MakeStatus(1, {});
   draining.set_draining(true);
-  ASSERT_TRUE(books->ApplyStatus("draining", draining).ok());
-  ASSERT_TRUE(books->MarkUnreachable("lost").ok());
+  KVSERVE_ASSERT_OK(books->ApplyStatus("draining", draining));
+  KVSERVE_ASSERT_OK(books->MarkUnreachable("lost"));
   RouteRequest request = Request("r", Range(40), 8);
   request.excluded_workers = {"failed"};
   const RoutingDecision decision = books->Route(books->Prepare(request));
   EXPECT_EQ(decision.worker_id, "ok");
   EXPECT_EQ(decision.num_candidates, 1);
-  ASSERT_TRUE(books->MarkUnreachable("ok").ok());
+  KVSERVE_ASSERT_OK(books->MarkUnreachable("ok"));
   EXPECT_EQ(books->Route(books->Prepare(request)).verdict, RouteVerdict::kNoWorker);
 }
 
@@ -197,7 +199,7 @@ TEST(ClusterBooksTest, NeverFitsIsJudgedAgainstTheLargestKnownPool) {
   auto books = MakeBooks();
   Connect(*books, "small", nullptr, {.total = 10, .free = 10}, 1);
   Connect(*books, "big", nullptr, {.total = 100, .free = 0}, 2);
-  ASSERT_TRUE(books->MarkUnreachable("big").ok());
+  KVSERVE_ASSERT_OK(books->MarkUnreachable("big"));
   EXPECT_EQ(books->Route(books->Prepare(Request("r", Range(160), 1000))).verdict,
             RouteVerdict::kNoFitNow)
       << "the big worker may come back";
@@ -231,7 +233,7 @@ TEST(ClusterBooksTest, AWorkerRestartDropsTheRequestsItHeld) {
             RouteVerdict::kRouted);
   EXPECT_TRUE(books->MarkStarted("r"));
   absl::StatusOr<ApplyResult> restarted = books->ApplyStatus("w", MakeStatus(2, {}));
-  ASSERT_TRUE(restarted.ok());
+  KVSERVE_ASSERT_OK(restarted);
   EXPECT_TRUE(restarted->resync_needed);
   EXPECT_FALSE(books->Release("r"));
   EXPECT_EQ(books->Workers()[0].reserved_blocks, 0);
@@ -239,20 +241,19 @@ TEST(ClusterBooksTest, AWorkerRestartDropsTheRequestsItHeld) {
 
 TEST(ClusterBooksTest, RegistryErrors) {
   auto books = MakeBooks();
-  ASSERT_TRUE(books->AddWorker("w").ok());
-  EXPECT_EQ(books->AddWorker("w").code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_EQ(books->ApplyStatus("x", MakeStatus(1, {})).status().code(),
-            absl::StatusCode::kNotFound);
-  EXPECT_EQ(books->MarkUnreachable("x").code(), absl::StatusCode::kNotFound);
-  EXPECT_TRUE(books->RemoveWorker("w").ok());
-  EXPECT_EQ(books->RemoveWorker("w").code(), absl::StatusCode::kNotFound);
+  KVSERVE_ASSERT_OK(books->AddWorker("w"));
+  EXPECT_THAT(books->AddWorker("w"), StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_THAT(books->ApplyStatus("x", MakeStatus(1, {})), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(books->MarkUnreachable("x"), StatusIs(absl::StatusCode::kNotFound));
+  KVSERVE_EXPECT_OK(books->RemoveWorker("w"));
+  EXPECT_THAT(books->RemoveWorker("w"), StatusIs(absl::StatusCode::kNotFound));
   for (int i = 0; i < WorkerMask::kMaxWorkers; ++i) {
-    ASSERT_TRUE(books->AddWorker("w" + std::to_string(i)).ok());
+    KVSERVE_ASSERT_OK(books->AddWorker("w" + std::to_string(i)));
   }
-  EXPECT_EQ(books->AddWorker("one-too-many").code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(books->AddWorker("one-too-many"), StatusIs(absl::StatusCode::kResourceExhausted));
   RouterCoreOptions bad;
   bad.block_size = 12;
-  EXPECT_EQ(ClusterBooks::Create(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ClusterBooks::Create(bad), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(ClusterBooksTest, ConcurrentRoutingNeverReservesMoreThanIsFree) {
@@ -275,7 +276,7 @@ TEST(ClusterBooksTest, ConcurrentRoutingNeverReservesMoreThanIsFree) {
   }
   threads.emplace_back([&] {
     for (int i = 0; i < 200; ++i) {
-      ASSERT_TRUE(books->ApplyStatus("a", MakeStatus(1, {.total = 200, .free = 100})).ok());
+      KVSERVE_ASSERT_OK(books->ApplyStatus("a", MakeStatus(1, {.total = 200, .free = 100})));
     }
   });
   for (std::thread& thread : threads) thread.join();

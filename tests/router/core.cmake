@@ -5,7 +5,7 @@ target_include_directories(kvserve_router_test_util PUBLIC ${PROJECT_SOURCE_DIR}
 target_link_libraries(kvserve_router_test_util PUBLIC kvserve_kvcache kvserve_proto kvserve_kv_events_proto
   PRIVATE kvserve_warnings)
 
-set(_router_test_libs kvserve_router_core kvserve_router_test_util)
+set(_router_test_libs kvserve_router_core kvserve_router_test_util GTest::gmock)
 kvserve_add_test(NAME router_prefix_index_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/prefix_index_test.cc LIBS ${_router_test_libs} LABELS unit)
 kvserve_add_test(NAME router_worker_books_test

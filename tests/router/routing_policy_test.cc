@@ -7,8 +7,13 @@
 
 #include <vector>
 
+#include "tests/status_matchers.h"
+
 namespace kvserve {
 namespace {
+
+using ::kvserve::testing::StatusIs;
+using ::testing::HasSubstr;
 
 // docs/routing.md, "Worked example".
 RoutingQuery ExampleQuery() {
@@ -146,11 +151,10 @@ TEST(RoutingPolicyTest, EqualCostGoesToFewerOutstandingThenTheFirst) {
 
 TEST(RoutingPolicyTest, WeightsValidateNamesTheField) {
   RoutingWeights weights;
-  EXPECT_TRUE(weights.Validate().ok());
+  KVSERVE_EXPECT_OK(weights.Validate());
   weights.pool_usage_cost = -1;
   const absl::Status status = weights.Validate();
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(status.message().find("pool_usage_cost"), std::string::npos) << status;
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("pool_usage_cost")));
 }
 
 TEST(RoutingPolicyTest, MaxTokensAreCappedAtTheContextLikeTheWorkerDoes) {

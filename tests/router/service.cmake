@@ -2,12 +2,13 @@
 # progress over migrations, and the prompt renderer (the default model's tokenizer). The
 # service itself is tested end to end with real processes (tests/e2e/router_*_e2e_test.py).
 kvserve_add_test(NAME router_token_auth_test
-  SOURCES ${CMAKE_CURRENT_LIST_DIR}/token_auth_test.cc LIBS kvserve_router LABELS unit)
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/token_auth_test.cc LIBS kvserve_router GTest::gmock
+  LABELS unit)
 kvserve_add_test(NAME router_service_options_test
-  SOURCES ${CMAKE_CURRENT_LIST_DIR}/router_service_options_test.cc LIBS kvserve_router
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/router_service_options_test.cc LIBS kvserve_router GTest::gmock
   LABELS unit)
 kvserve_add_test(NAME router_request_progress_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/request_progress_test.cc LIBS kvserve_router LABELS unit)
 kvserve_add_test(NAME router_service_prompt_test
-  SOURCES ${CMAKE_CURRENT_LIST_DIR}/router_service_prompt_test.cc LIBS kvserve_router
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/router_service_prompt_test.cc LIBS kvserve_router GTest::gmock
   LABELS unit)

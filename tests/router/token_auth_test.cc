@@ -2,15 +2,19 @@
 #include "router/token_auth.h"
 
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
+
+using ::kvserve::testing::StatusIs;
+using ::testing::StartsWith;
 
 TEST(TokenAuthTest, AuthOffAcceptsEveryoneAsTheAnonymousTenant) {
   TokenAuth auth;
   EXPECT_FALSE(auth.enabled());
   absl::StatusOr<std::string> tenant = auth.Authenticate(false, "");
-  ASSERT_TRUE(tenant.ok());
+  KVSERVE_ASSERT_OK(tenant);
   EXPECT_EQ(*tenant, "");
   EXPECT_EQ(TokenAuth::CacheSaltFor(*tenant), "");
 }
@@ -18,7 +22,7 @@ TEST(TokenAuthTest, AuthOffAcceptsEveryoneAsTheAnonymousTenant) {
 TEST(TokenAuthTest, KnownBearerTokenNamesItsTenant) {
   absl::StatusOr<TokenAuth> auth =
       TokenAuth::Parse("# comment\n\nalice-secret alice\n  bob-secret\tbob  \n");
-  ASSERT_TRUE(auth.ok()) << auth.status();
+  KVSERVE_ASSERT_OK(auth);
   EXPECT_EQ(*auth->Authenticate(true, "Bearer alice-secret"), "alice");
   // The scheme is case-insensitive (RFC 7235 section 2.1; ABNF literals are, RFC 5234).
   EXPECT_EQ(*auth->Authenticate(true, "bearer bob-secret"), "bob");
@@ -28,7 +32,7 @@ TEST(TokenAuthTest, KnownBearerTokenNamesItsTenant) {
 
 TEST(TokenAuthTest, MissingMalformedOrUnknownTokenIsUnauthenticated) {
   absl::StatusOr<TokenAuth> auth = TokenAuth::Parse("alice-secret alice\n");
-  ASSERT_TRUE(auth.ok());
+  KVSERVE_ASSERT_OK(auth);
   for (auto [present, value] : {std::pair<bool, const char*>{false, ""},
                                 {true, ""},
                                 {true, "alice-secret"},
@@ -45,17 +49,17 @@ TEST(TokenAuthTest, MissingMalformedOrUnknownTokenIsUnauthenticated) {
                                 {true, "Bearer alice-secret\r\n"},
                                 {true, "Bearer=alice-secret"}}) {
     absl::StatusOr<std::string> tenant = auth->Authenticate(present, value);
-    EXPECT_EQ(tenant.status().code(), absl::StatusCode::kUnauthenticated) << value;
+    EXPECT_THAT(tenant, StatusIs(absl::StatusCode::kUnauthenticated)) << value;
   }
 }
 
 TEST(TokenAuthTest, BadFileNamesTheFlagAndTheLine) {
   absl::StatusOr<TokenAuth> three_fields = TokenAuth::Parse("a alice\nb bob extra\n");
-  EXPECT_EQ(three_fields.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(three_fields.status().message().substr(0, 26), "--auth_tokens_file: line 2");
+  EXPECT_THAT(three_fields, StatusIs(absl::StatusCode::kInvalidArgument,
+                                     StartsWith("--auth_tokens_file: line 2")));
   absl::StatusOr<TokenAuth> duplicate = TokenAuth::Parse("a alice\na bob\n");
-  EXPECT_EQ(duplicate.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(TokenAuth::Parse("# nothing\n").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(duplicate, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(TokenAuth::Parse("# nothing\n"), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(TokenAuthTest, TenantsGetDistinctNonEmptySalts) {

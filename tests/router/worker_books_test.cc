@@ -11,10 +11,12 @@
 
 #include "kvcache/kv_cache_manager.h"
 #include "tests/router/router_test_util.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
 
+using ::kvserve::testing::StatusIs;
 using testing_util::AddBatch;
 using testing_util::AddClearBatch;
 using testing_util::CapacitySpec;
@@ -32,7 +34,7 @@ class WorkerBooksTest : public ::testing::Test {
   // Applies `status`, which must succeed.
   ApplyResult Apply(const kvserve::v1::WorkerStatus& status) {
     absl::StatusOr<ApplyResult> result = books_.Apply(status);
-    EXPECT_TRUE(result.ok()) << result.status();
+    KVSERVE_EXPECT_OK(result);
     return result.ok() ? *result : ApplyResult{};
   }
 
@@ -182,9 +184,9 @@ TEST_F(WorkerBooksTest, NewEpochWithItsSnapshotNeedsNoResync) {
 }
 
 TEST_F(WorkerBooksTest, RejectsEpochZeroAndAForeignBlockSize) {
-  EXPECT_EQ(books_.Apply(MakeStatus(0, {})).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(books_.Apply(MakeStatus(kEpoch, {.block_size = 32})).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(books_.Apply(MakeStatus(0, {})), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(books_.Apply(MakeStatus(kEpoch, {.block_size = 32})),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_FALSE(books_.has_capacity());
 }
 
@@ -231,14 +233,14 @@ TEST_F(WorkerBooksTest, ReservationsAreReleasedByCoveringReportsOrRelease) {
 // the manager's own snapshot.
 TEST(WorkerBooksRealCacheTest, BooksTrackARealKvCacheThroughEvictions) {
   const uint32_t seed = std::random_device()();
-  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937 rng(seed);
   auto manager = *KvCacheManager::Create({.num_blocks = 24, .block_size = 16, .epoch = 3});
   PrefixIndex index;
   WorkerBooks books("w", 0, 16, 2, &index);
   kvserve::v1::WorkerStatus first = MakeStatus(3, {});
   SetSnapshotPart(&first, manager->Snapshot().sequence_number, 0, true, manager->Snapshot().hashes);
-  ASSERT_TRUE(books.Apply(first).ok());
+  KVSERVE_ASSERT_OK(books.Apply(first));
 
   std::vector<SequenceId> running;
   SequenceId next_id = 1;
@@ -248,7 +250,7 @@ TEST(WorkerBooksRealCacheTest, BooksTrackARealKvCacheThroughEvictions) {
   for (int step = 0; step < 400; ++step) {
     if (!running.empty() && (running.size() >= 3 || rng() % 2 == 0)) {
       const size_t victim = rng() % running.size();
-      ASSERT_TRUE(manager->FreeSequence(running[victim]).ok());
+      KVSERVE_ASSERT_OK(manager->FreeSequence(running[victim]));
       running.erase(running.begin() + static_cast<std::ptrdiff_t>(victim));
     } else {
       // One of 4 shared prefixes, then a private tail: hits, misses and evictions.
@@ -258,8 +260,8 @@ TEST(WorkerBooksRealCacheTest, BooksTrackARealKvCacheThroughEvictions) {
       const int n = static_cast<int>(prompt.size());
       if (manager->AddSequence(next_id, prompt, "", n).ok()) {
         absl::StatusOr<int> computed = manager->GetNumComputedTokens(next_id);
-        ASSERT_TRUE(computed.ok());
-        ASSERT_TRUE(manager->CommitComputed(next_id, n - *computed).ok());
+        KVSERVE_ASSERT_OK(computed);
+        KVSERVE_ASSERT_OK(manager->CommitComputed(next_id, n - *computed));
         running.push_back(next_id);
       }
       ++next_id;
@@ -270,7 +272,7 @@ TEST(WorkerBooksRealCacheTest, BooksTrackARealKvCacheThroughEvictions) {
     kvserve::v1::WorkerStatus status = MakeStatus(3, {});
     AddBatch(&status, batch, 16);
     absl::StatusOr<ApplyResult> result = books.Apply(status);
-    ASSERT_TRUE(result.ok()) << result.status();
+    KVSERVE_ASSERT_OK(result);
     ASSERT_FALSE(result->resync_needed) << "step " << step;
     ++applied;
     const KvSnapshot truth = manager->Snapshot();

@@ -21,9 +21,13 @@
 #include "model/weights_loader.h"
 #include "runner/kv_sizing.h"
 #include "runner/llama_model_runner.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
+
+using ::kvserve::testing::StatusIs;
+using ::testing::HasSubstr;
 
 // A CPU backend whose "device" has total_bytes of memory; free = total - what is allocated.
 class FakeDevice final : public kernels::cpu::CpuBackend {
@@ -85,7 +89,7 @@ class GraphDevice final : public kernels::cpu::CpuBackend {
 
 ModelWeights TinyHostWeights() {
   absl::StatusOr<ModelWeights> loaded = LoadWeights("synthetic:tiny:seed=5");
-  EXPECT_TRUE(loaded.ok()) << loaded.status();
+  KVSERVE_EXPECT_OK(loaded);
   return *std::move(loaded);
 }
 
@@ -105,8 +109,8 @@ TEST(KvSizingTest, BudgetIsTheUtilizationShareMinusWhatIsInUse) {
   EXPECT_EQ(*KvBudgetBytes({.total_bytes = 10 * gib, .free_bytes = 2 * gib}, 0.9), gib);
   const absl::StatusOr<int64_t> none =
       KvBudgetBytes({.total_bytes = 10 * gib, .free_bytes = gib}, 0.9);
-  EXPECT_EQ(none.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_NE(std::string(none.status().message()).find("gpu_memory_utilization"), std::string::npos);
+  EXPECT_THAT(none,
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("gpu_memory_utilization")));
 }
 
 // With kv_memory_bytes 0 the engine sizes the pool from the device: everything the worker holds
@@ -116,18 +120,18 @@ TEST(KvSizingTest, EngineSizesThePoolFromAFakeDevicesMemory) {
   constexpr double kUtilization = 0.5;
   auto device = std::make_shared<FakeDevice>(kTotal);
   auto weights = DeviceWeights::Upload(TinyHostWeights(), device, kernels::DType::kF32);
-  ASSERT_TRUE(weights.ok()) << weights.status();
+  KVSERVE_ASSERT_OK(weights);
   const int64_t weight_bytes = (*weights)->bytes();
   EXPECT_EQ(device->allocated(), weight_bytes);
   auto runner = LlamaModelRunner::Create(*std::move(weights), {.memory_utilization = kUtilization});
-  ASSERT_TRUE(runner.ok()) << runner.status();
+  KVSERVE_ASSERT_OK(runner);
   LlamaModelRunner* raw = runner->get();
   const int64_t block_bytes = raw->KvBytesPerBlock(8);
 
   EngineOptions options = SmallOptions();
   options.kv_memory_bytes = 0;  // size from the device
   auto core = EngineCore::Create(options, *std::move(runner), nullptr, nullptr);
-  ASSERT_TRUE(core.ok()) << core.status();
+  KVSERVE_ASSERT_OK(core);
   const int64_t activations = raw->model()->activation_bytes();
   const int64_t budget = static_cast<int64_t>(kTotal * kUtilization) - weight_bytes - activations;
   // Usable blocks: the budget less the null block, in whole blocks.
@@ -140,30 +144,29 @@ TEST(KvSizingTest, EngineSizesThePoolFromAFakeDevicesMemory) {
 TEST(KvSizingTest, ADeviceTooSmallForAnyBlockIsRefusedNamingTheFlag) {
   auto device = std::make_shared<FakeDevice>(int64_t{8} << 20);
   auto weights = DeviceWeights::Upload(TinyHostWeights(), device, kernels::DType::kF32);
-  ASSERT_TRUE(weights.ok()) << weights.status();
+  KVSERVE_ASSERT_OK(weights);
   auto runner = LlamaModelRunner::Create(*std::move(weights), {.memory_utilization = 0.05});
-  ASSERT_TRUE(runner.ok()) << runner.status();
+  KVSERVE_ASSERT_OK(runner);
   EngineOptions options = SmallOptions();
   options.kv_memory_bytes = 0;
   auto core = EngineCore::Create(options, *std::move(runner), nullptr, nullptr);
   ASSERT_FALSE(core.ok());
-  EXPECT_EQ(core.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_NE(std::string(core.status().message()).find("gpu_memory_utilization"), std::string::npos)
-      << core.status();
+  EXPECT_THAT(core,
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("gpu_memory_utilization")));
 }
 
 // Greedy tokens of `prompts` (each max_tokens long) through an engine on `device`.
 std::vector<std::vector<int32_t>> Generate(std::shared_ptr<kernels::Backend> device,
                                            bool enforce_eager, int32_t* graphs) {
   auto weights = DeviceWeights::Upload(TinyHostWeights(), std::move(device), kernels::DType::kF32);
-  EXPECT_TRUE(weights.ok()) << weights.status();
+  KVSERVE_EXPECT_OK(weights);
   auto runner = LlamaModelRunner::Create(*std::move(weights), {.enforce_eager = enforce_eager});
-  EXPECT_TRUE(runner.ok()) << runner.status();
+  KVSERVE_EXPECT_OK(runner);
   LlamaModelRunner* raw = runner->get();
   EngineOptions options = SmallOptions();
   options.num_kv_blocks = 128;
   auto core = EngineCore::Create(options, *std::move(runner), nullptr, nullptr);
-  EXPECT_TRUE(core.ok()) << core.status();
+  KVSERVE_EXPECT_OK(core);
   *graphs = raw->num_decode_graphs();
   // 7 sequences of different lengths, some sampled with a temperature (host path), finishing
   // at different steps: decode steps of 7, 6, ... sequences pad into the 8 and 4 buckets.
@@ -181,7 +184,7 @@ std::vector<std::vector<int32_t>> Generate(std::shared_ptr<kernels::Backend> dev
   }
   std::vector<OfflineResult> results;
   absl::StatusOr<OfflineStats> stats = GenerateOffline(**core, requests, &results);
-  EXPECT_TRUE(stats.ok()) << stats.status();
+  KVSERVE_EXPECT_OK(stats);
   std::vector<std::vector<int32_t>> tokens;
   for (const OfflineResult& result : results) tokens.push_back(result.token_ids);
   return tokens;

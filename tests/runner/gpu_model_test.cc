@@ -22,6 +22,7 @@
 #include "model/weights_loader.h"
 #include "nlohmann/json.hpp"
 #include "runner/runner_factory.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
@@ -45,7 +46,7 @@ std::vector<std::vector<int32_t>> GreedyOn(const std::string& device) {
                                                              .device = device,
                                                              .dtype = "float32",
                                                              .kv_cache_dtype = "float32"});
-  EXPECT_TRUE(created.ok()) << created.status();
+  KVSERVE_EXPECT_OK(created);
   if (!created.ok()) return {};
   EngineOptions options;
   options.block_size = 16;
@@ -54,7 +55,7 @@ std::vector<std::vector<int32_t>> GreedyOn(const std::string& device) {
   options.max_num_batched_tokens = 256;
   options.max_context_len = 512;
   auto core = EngineCore::Create(options, std::move(created->runner), nullptr, nullptr);
-  EXPECT_TRUE(core.ok()) << core.status();
+  KVSERVE_EXPECT_OK(core);
   if (!core.ok()) return {};
   std::vector<EngineRequest> requests;
   for (const std::vector<int32_t>& prompt : Prompts()) {
@@ -67,7 +68,7 @@ std::vector<std::vector<int32_t>> GreedyOn(const std::string& device) {
   }
   std::vector<OfflineResult> results;
   absl::StatusOr<OfflineStats> stats = GenerateOffline(**core, requests, &results);
-  EXPECT_TRUE(stats.ok()) << stats.status();
+  KVSERVE_EXPECT_OK(stats);
   std::vector<std::vector<int32_t>> tokens;
   for (const OfflineResult& result : results) tokens.push_back(result.token_ids);
   return tokens;
@@ -99,25 +100,25 @@ TEST_F(GpuModelTest, Float32GreedyTokensEqualTheCpus) {
 std::vector<float> AllLogits(const ModelWeights& host, std::shared_ptr<kernels::Backend> backend,
                              kernels::DType dtype, KvDtype kv, const std::vector<int32_t>& tokens) {
   auto weights = DeviceWeights::Upload(host, std::move(backend), dtype);
-  EXPECT_TRUE(weights.ok()) << weights.status();
+  KVSERVE_EXPECT_OK(weights);
   const int32_t n = static_cast<int32_t>(tokens.size());
   auto model = LlamaModel::Create(
       weights->get(), {.max_num_tokens = n, .max_num_seqs = 1, .max_logit_rows = n}, 16, kv);
-  EXPECT_TRUE(model.ok()) << model.status();
+  KVSERVE_EXPECT_OK(model);
   auto pool = KvPool::Create((*model)->kv_layout(), 2 + (n + 15) / 16, (*model)->backend());
-  EXPECT_TRUE(pool.ok()) << pool.status();
+  KVSERVE_EXPECT_OK(pool);
   std::vector<int32_t> table((n + 15) / 16);
   std::iota(table.begin(), table.end(), 1);
   ForwardBatchBuilder builder(16, static_cast<int32_t>(table.size()), n, 1);
-  EXPECT_TRUE(builder.AddSequence(tokens, 0, table, LogitsFor::kAll).ok());
+  KVSERVE_EXPECT_OK(builder.AddSequence(tokens, 0, table, LogitsFor::kAll));
   auto logits = (*model)->Forward(builder.View(), **pool);
-  EXPECT_TRUE(logits.ok()) << logits.status();
+  KVSERVE_EXPECT_OK(logits);
   return logits.ok() ? std::vector<float>(logits->begin(), logits->end()) : std::vector<float>{};
 }
 
 TEST_F(GpuModelTest, Bfloat16TopOneAgreesWithTheCpusFloat32) {
   absl::StatusOr<ModelWeights> host = LoadWeights(DefaultModelPath());
-  ASSERT_TRUE(host.ok()) << host.status();
+  KVSERVE_ASSERT_OK(host);
   const int32_t vocab = host->config.vocab_size;
   const auto continuations = GreedyOn("cpu");
   const auto prompts = Prompts();

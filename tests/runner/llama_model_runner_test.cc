@@ -15,20 +15,22 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "model/weights_loader.h"
 #include "tests/engine/engine_test_util.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
 
+using ::kvserve::testing::StatusIs;
 using testing::MakeRequest;
 using testing::RequestResult;
 
 std::shared_ptr<const DeviceWeights> TinyWeights() {
   static std::shared_ptr<const DeviceWeights> weights = [] {
     absl::StatusOr<ModelWeights> loaded = LoadWeights("synthetic:tiny:seed=3");
-    EXPECT_TRUE(loaded.ok()) << loaded.status();
+    KVSERVE_EXPECT_OK(loaded);
     auto uploaded = DeviceWeights::Upload(*loaded, std::make_shared<kernels::cpu::CpuBackend>(1),
                                           kernels::DType::kF32);
-    EXPECT_TRUE(uploaded.ok()) << uploaded.status();
+    KVSERVE_EXPECT_OK(uploaded);
     return std::shared_ptr<const DeviceWeights>(*std::move(uploaded));
   }();
   return weights;
@@ -36,8 +38,8 @@ std::shared_ptr<const DeviceWeights> TinyWeights() {
 
 std::unique_ptr<LlamaModelRunner> MakeRunner(const RunnerConfig& config) {
   auto runner = LlamaModelRunner::Create(TinyWeights(), {});
-  EXPECT_TRUE(runner.ok()) << runner.status();
-  EXPECT_TRUE((*runner)->Initialize(config).ok());
+  KVSERVE_EXPECT_OK(runner);
+  KVSERVE_EXPECT_OK((*runner)->Initialize(config));
   return *std::move(runner);
 }
 
@@ -70,7 +72,7 @@ TEST(LlamaModelRunnerTest, CopiedBlocksCarryTheirKeysAndValues) {
   StepPlan prefill;
   prefill.sequences.push_back(NewSequence(1, tokens, {1, 2}, 0));
   auto first = runner->Execute(prefill);
-  ASSERT_TRUE(first.ok()) << first.status();
+  KVSERVE_ASSERT_OK(first);
   ASSERT_EQ(first->sampled.size(), 1u);
 
   // Sequence 2 reuses the first 19 tokens' K/V through copies of blocks 1 and 2, and computes
@@ -80,7 +82,7 @@ TEST(LlamaModelRunnerTest, CopiedBlocksCarryTheirKeysAndValues) {
   copied.block_copies = {{.src = 1, .dst = 3}, {.src = 2, .dst = 4}};
   copied.sequences.push_back(NewSequence(2, tokens, {3, 4}, 19));
   auto second = runner->Execute(copied);
-  ASSERT_TRUE(second.ok()) << second.status();
+  KVSERVE_ASSERT_OK(second);
   ASSERT_EQ(second->sampled.size(), 1u);
   EXPECT_EQ(second->sampled[0].token, first->sampled[0].token);
   EXPECT_NEAR(second->sampled[0].logprob, first->sampled[0].logprob, 1e-4);
@@ -90,7 +92,7 @@ TEST(LlamaModelRunnerTest, CopiedBlocksCarryTheirKeysAndValues) {
   StepPlan uncopied;
   uncopied.sequences.push_back(NewSequence(3, tokens, {5, 6}, 19));
   auto third = runner->Execute(uncopied);
-  ASSERT_TRUE(third.ok()) << third.status();
+  KVSERVE_ASSERT_OK(third);
   EXPECT_GT(std::fabs(third->sampled[0].logprob - first->sampled[0].logprob), 1e-3);
 }
 
@@ -106,7 +108,7 @@ TEST(LlamaModelRunnerTest, DeltasForAnUnknownSequenceAreAnError) {
   seq.num_scheduled_tokens = 1;
   seq.token_ids = {1};
   plan.sequences.push_back(seq);
-  EXPECT_EQ(runner->Execute(plan).status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(runner->Execute(plan), StatusIs(absl::StatusCode::kInternal));
 }
 
 std::map<std::string, RequestResult> RunOnCore(int32_t num_kv_blocks,
@@ -118,9 +120,9 @@ std::map<std::string, RequestResult> RunOnCore(int32_t num_kv_blocks,
   options.max_num_seqs = 8;
   options.max_num_batched_tokens = 48;
   auto runner = LlamaModelRunner::Create(TinyWeights(), {});
-  EXPECT_TRUE(runner.ok());
+  KVSERVE_EXPECT_OK(runner);
   auto core = EngineCore::Create(options, *std::move(runner), nullptr, nullptr);
-  EXPECT_TRUE(core.ok()) << core.status();
+  KVSERVE_EXPECT_OK(core);
   std::map<std::string, RequestResult> results;
   std::map<std::string, std::shared_ptr<RequestStream>> streams;
   for (const EngineRequest& request : requests) {

@@ -4,11 +4,13 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
 #include "tests/tokenizer/tokenizer_test_fixtures.h"
 
 namespace kvserve {
 namespace {
 
+using ::kvserve::testing::StatusIs;
 using ::testing::HasSubstr;
 
 std::vector<ChatMessage> Messages(const nlohmann::json& row) {
@@ -32,7 +34,7 @@ TEST(ChatTemplateTest, DefaultModelTemplateMatchesJinja) {
   std::unique_ptr<Tokenizer> tokenizer = testing::DefaultModelTokenizer();
   ASSERT_NE(tokenizer, nullptr);
   absl::StatusOr<ChatTemplate> chat = ChatTemplate::FromJinja(tokenizer->chat_template());
-  ASSERT_TRUE(chat.ok()) << chat.status();
+  KVSERVE_ASSERT_OK(chat);
   EXPECT_EQ(chat->format(), ChatFormat::kChatMl);
   EXPECT_EQ(chat->default_system_prompt(),
             "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
@@ -44,7 +46,7 @@ TEST(ChatTemplateTest, Llama3TemplateMatchesJinja) {
   ASSERT_GE(rows.size(), 2u);
   absl::StatusOr<ChatTemplate> chat =
       ChatTemplate::FromJinja(rows[0]["template"].get<std::string>());
-  ASSERT_TRUE(chat.ok()) << chat.status();
+  KVSERVE_ASSERT_OK(chat);
   EXPECT_EQ(chat->format(), ChatFormat::kLlama3);
   rows.erase(rows.begin());
   ExpectRendersLikeJinja(*chat, rows);
@@ -57,7 +59,7 @@ TEST(ChatTemplateTest, ChatMlWithoutLiteralSystemPromptInjectsNone) {
       "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}"
       "{{ '<|im_start|>assistant\\n' }}{% endif %}";
   absl::StatusOr<ChatTemplate> chat = ChatTemplate::FromJinja(jinja);
-  ASSERT_TRUE(chat.ok()) << chat.status();
+  KVSERVE_ASSERT_OK(chat);
   EXPECT_EQ(chat->default_system_prompt(), "");
   EXPECT_EQ(chat->Render({{"user", "hi"}}, true),
             "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
@@ -66,20 +68,18 @@ TEST(ChatTemplateTest, ChatMlWithoutLiteralSystemPromptInjectsNone) {
       "{% if messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\nYou\\'re helpful."
       "<|im_end|>\\n' }}{% endif %}{% for message in messages %}{{'<|im_start|>' + "
       "message['role'] + '\\n' + message['content'] + '<|im_end|>\\n'}}{% endfor %}");
-  ASSERT_TRUE(qwen.ok()) << qwen.status();
+  KVSERVE_ASSERT_OK(qwen);
   EXPECT_EQ(qwen->default_system_prompt(), "You're helpful.");
 }
 
 TEST(ChatTemplateTest, UnknownTemplatesAreRefused) {
-  EXPECT_EQ(ChatTemplate::FromJinja("").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ChatTemplate::FromJinja(""), StatusIs(absl::StatusCode::kInvalidArgument));
   const absl::Status unknown = ChatTemplate::FromJinja("[INST] {{ content }} [/INST]").status();
-  EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(unknown.message(), HasSubstr("unrecognised chat template"));
-  EXPECT_EQ(ChatTemplate::FromJinja("<|start_header_id|>system<|end_header_id|>\n\n"
-                                    "Cutting Knowledge Date: December 2023")
-                .status()
-                .code(),
-            absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(unknown, StatusIs(absl::StatusCode::kInvalidArgument,
+                                HasSubstr("unrecognised chat template")));
+  EXPECT_THAT(ChatTemplate::FromJinja("<|start_header_id|>system<|end_header_id|>\n\n"
+                                      "Cutting Knowledge Date: December 2023"),
+              StatusIs(absl::StatusCode::kUnimplemented));
 }
 
 // The rendered prompt's special-token text becomes single ids when encoded.

@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "model/gguf_file.h"
 #include "tests/model/gguf_test_writer.h"
+#include "tests/status_matchers.h"
 #include "tests/tokenizer/tokenizer_test_fixtures.h"
 #include "tokenizer/tokenizer.h"
 
@@ -102,7 +103,7 @@ TEST(TokenizerHfJsonTest, SentencePieceSpellsSpacesAndFallsBackToBytes) {
 TEST(TokenizerGgufSentencePieceTest, ScoreMergesMatchRankMerges) {
   absl::StatusOr<TokenizerSpec> hf =
       Tokenizer::SpecFromHfJson(testing::TokenizerFixture("tokenizer_spm/tokenizer.json"));
-  ASSERT_TRUE(hf.ok()) << hf.status();
+  KVSERVE_ASSERT_OK(hf);
   std::vector<float> scores(hf->pieces.size(), 0.0f);
   std::map<std::string, size_t> rank_of_piece;
   for (size_t rank = 0; rank < hf->merges.size(); ++rank) {
@@ -129,9 +130,9 @@ TEST(TokenizerGgufSentencePieceTest, ScoreMergesMatchRankMerges) {
   writer.AddU32("tokenizer.ggml.unknown_token_id", 0);
   const std::string bytes = writer.Build();
   absl::StatusOr<std::unique_ptr<GgufFile>> gguf = GgufFile::Parse(bytes);
-  ASSERT_TRUE(gguf.ok()) << gguf.status();
+  KVSERVE_ASSERT_OK(gguf);
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromGguf(**gguf);
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  KVSERVE_ASSERT_OK(tokenizer);
   EXPECT_TRUE((*tokenizer)->add_bos_by_default());  // llama files default to BOS
   for (const IdCase& c : ReadIdCases("tokenizer_spm.jsonl")) {
     if (c.text.find("<s>") != std::string::npos) continue;  // HF prefixes every segment

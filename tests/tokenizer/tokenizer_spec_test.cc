@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "model/gguf_file.h"
 #include "tests/model/gguf_test_writer.h"
+#include "tests/status_matchers.h"
 #include "tests/tokenizer/tokenizer_test_fixtures.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
@@ -19,7 +20,9 @@
 namespace kvserve {
 namespace {
 
+using ::kvserve::testing::StatusIs;
 using ::testing::HasSubstr;
+using ::testing::_;
 
 // A valid byte-level spec: the 256 byte pieces, "ab" and one merge a + b.
 TokenizerSpec SmallByteLevelSpec() {
@@ -36,7 +39,7 @@ absl::Status SpecStatus(TokenizerSpec spec) {
 
 TEST(TokenizerErrorsTest, SmallSpecIsValid) {
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromSpec(SmallByteLevelSpec());
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  KVSERVE_ASSERT_OK(tokenizer);
   EXPECT_EQ((*tokenizer)->Encode("abc ab", false),
             (std::vector<int32_t>{256, 'c', (*tokenizer)->PieceToId("\xC4\xA0"), 256}));
 }
@@ -45,11 +48,11 @@ TEST(TokenizerSpecTest, IgnoreMergesTakesWholeWordTokens) {
   TokenizerSpec spec = SmallByteLevelSpec();
   spec.pieces.push_back("abc");  // in the vocabulary, but no merge reaches it
   absl::StatusOr<std::unique_ptr<Tokenizer>> merging = Tokenizer::FromSpec(spec);
-  ASSERT_TRUE(merging.ok()) << merging.status();
+  KVSERVE_ASSERT_OK(merging);
   EXPECT_EQ((*merging)->Encode("abc", false), (std::vector<int32_t>{256, 'c'}));
   spec.ignore_merges = true;
   absl::StatusOr<std::unique_ptr<Tokenizer>> whole = Tokenizer::FromSpec(spec);
-  ASSERT_TRUE(whole.ok()) << whole.status();
+  KVSERVE_ASSERT_OK(whole);
   EXPECT_EQ((*whole)->Encode("abc", false), (std::vector<int32_t>{257}));
   EXPECT_EQ((*whole)->Encode("abcd", false), (std::vector<int32_t>{256, 'c', 'd'}));
 }
@@ -64,11 +67,11 @@ TEST(TokenizerSpecTest, SentencePieceSplitOnSpaceKeepsMergesInsideWords) {
   spec.unk_id = 0;
   spec.space_prefix = SpacePrefix::kFirst;
   absl::StatusOr<std::unique_ptr<Tokenizer>> joined = Tokenizer::FromSpec(spec);
-  ASSERT_TRUE(joined.ok()) << joined.status();
+  KVSERVE_ASSERT_OK(joined);
   EXPECT_EQ((*joined)->Encode("a a", false), (std::vector<int32_t>{1, 3, 2}));  // ▁ a▁ a
   spec.split_on_space = true;
   absl::StatusOr<std::unique_ptr<Tokenizer>> split = Tokenizer::FromSpec(spec);
-  ASSERT_TRUE(split.ok()) << split.status();
+  KVSERVE_ASSERT_OK(split);
   EXPECT_EQ((*split)->Encode("a a", false), (std::vector<int32_t>{4, 4}));     // ▁a ▁a
   EXPECT_EQ((*split)->Encode("a b", false), (std::vector<int32_t>{4, 1, 0}));  // ▁a ▁ <unk>
 }
@@ -77,32 +80,32 @@ TEST(TokenizerErrorsTest, MergeOfUnknownPieceIsRefused) {
   TokenizerSpec spec = SmallByteLevelSpec();
   spec.merges.push_back({"ab", "zz"});
   const absl::Status status = SpecStatus(std::move(spec));
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(status.message(), HasSubstr("merge #1 'ab zz': 'zz' is not in the vocabulary"));
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("merge #1 'ab zz': 'zz' is not in the vocabulary")));
 }
 
 TEST(TokenizerErrorsTest, MergeWhoseResultIsMissingIsRefused) {
   TokenizerSpec spec = SmallByteLevelSpec();
   spec.merges.push_back({"b", "c"});
-  EXPECT_THAT(SpecStatus(std::move(spec)).message(), HasSubstr("'bc' is not in the vocabulary"));
+  EXPECT_THAT(SpecStatus(std::move(spec)), StatusIs(_, HasSubstr("'bc' is not in the vocabulary")));
 }
 
 TEST(TokenizerErrorsTest, StructuralProblemsAreRefused) {
-  EXPECT_THAT(SpecStatus(TokenizerSpec{}).message(), HasSubstr("empty vocabulary"));
+  EXPECT_THAT(SpecStatus(TokenizerSpec{}), StatusIs(_, HasSubstr("empty vocabulary")));
   TokenizerSpec kinds = SmallByteLevelSpec();
   kinds.kinds = {TokenKind::kNormal};
-  EXPECT_THAT(SpecStatus(std::move(kinds)).message(), HasSubstr("1 token types for 257 tokens"));
+  EXPECT_THAT(SpecStatus(std::move(kinds)), StatusIs(_, HasSubstr("1 token types for 257 tokens")));
   TokenizerSpec bos = SmallByteLevelSpec();
   bos.bos_id = 999;
-  EXPECT_THAT(SpecStatus(std::move(bos)).message(), HasSubstr("bos id 999 is outside"));
+  EXPECT_THAT(SpecStatus(std::move(bos)), StatusIs(_, HasSubstr("bos id 999 is outside")));
   TokenizerSpec no_merges = SmallByteLevelSpec();
   no_merges.merges.clear();
-  EXPECT_THAT(SpecStatus(std::move(no_merges)).message(), HasSubstr("has no merges"));
+  EXPECT_THAT(SpecStatus(std::move(no_merges)), StatusIs(_, HasSubstr("has no merges")));
   TokenizerSpec spm;
   spm.type = TokenizerType::kSentencePieceBpe;
   spm.pieces = {"<unk>", "a"};
   spm.byte_fallback = true;
-  EXPECT_THAT(SpecStatus(std::move(spm)).message(), HasSubstr("no token '<0x00>'"));
+  EXPECT_THAT(SpecStatus(std::move(spm)), StatusIs(_, HasSubstr("no token '<0x00>'")));
 }
 
 absl::Status GgufStatus(const testing::GgufTestWriter& writer) {
@@ -113,36 +116,36 @@ absl::Status GgufStatus(const testing::GgufTestWriter& writer) {
 
 TEST(TokenizerErrorsTest, GgufProblemsNameTheKey) {
   testing::GgufTestWriter no_model;
-  EXPECT_THAT(GgufStatus(no_model).message(), HasSubstr("tokenizer.ggml.model"));
+  EXPECT_THAT(GgufStatus(no_model), StatusIs(_, HasSubstr("tokenizer.ggml.model")));
 
   testing::GgufTestWriter bert;
   bert.AddString("tokenizer.ggml.model", "bert");
-  EXPECT_EQ(GgufStatus(bert).code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(GgufStatus(bert), StatusIs(absl::StatusCode::kUnimplemented));
 
   testing::GgufTestWriter no_tokens;
   no_tokens.AddString("tokenizer.ggml.model", "gpt2");
-  EXPECT_THAT(GgufStatus(no_tokens).message(), HasSubstr("tokenizer.ggml.tokens"));
+  EXPECT_THAT(GgufStatus(no_tokens), StatusIs(_, HasSubstr("tokenizer.ggml.tokens")));
 
   testing::GgufTestWriter bad_merge;
   bad_merge.AddString("tokenizer.ggml.model", "gpt2");
   bad_merge.AddStringArray("tokenizer.ggml.tokens", {"a", "b", "ab"});
   bad_merge.AddStringArray("tokenizer.ggml.merges", {"ab"});
-  EXPECT_THAT(GgufStatus(bad_merge).message(),
-              HasSubstr("tokenizer.ggml.merges[0] = 'ab' is not two pieces"));
+  EXPECT_THAT(GgufStatus(bad_merge),
+              StatusIs(_, HasSubstr("tokenizer.ggml.merges[0] = 'ab' is not two pieces")));
 
   testing::GgufTestWriter bad_pre;
   bad_pre.AddString("tokenizer.ggml.model", "gpt2");
   bad_pre.AddStringArray("tokenizer.ggml.tokens", {"a", "b", "ab"});
   bad_pre.AddStringArray("tokenizer.ggml.merges", {"a b"});
   bad_pre.AddString("tokenizer.ggml.pre", "mystery");
-  EXPECT_THAT(GgufStatus(bad_pre).message(), HasSubstr("unsupported pre-tokenizer 'mystery'"));
+  EXPECT_THAT(GgufStatus(bad_pre), StatusIs(_, HasSubstr("unsupported pre-tokenizer 'mystery'")));
 
   testing::GgufTestWriter bad_type;
   bad_type.AddString("tokenizer.ggml.model", "gpt2");
   bad_type.AddStringArray("tokenizer.ggml.tokens", {"a", "b", "ab"});
   bad_type.AddStringArray("tokenizer.ggml.merges", {"a b"});
   bad_type.AddI32Array("tokenizer.ggml.token_type", {1, 1, 9});
-  EXPECT_THAT(GgufStatus(bad_type).message(), HasSubstr("token_type[2] = 9"));
+  EXPECT_THAT(GgufStatus(bad_type), StatusIs(_, HasSubstr("token_type[2] = 9")));
 }
 
 class TokenizerJsonErrorsTest : public ::testing::Test {
@@ -160,28 +163,24 @@ class TokenizerJsonErrorsTest : public ::testing::Test {
 };
 
 TEST_F(TokenizerJsonErrorsTest, ReportsWhatIsWrong) {
-  EXPECT_EQ(Tokenizer::FromHfJson("/nonexistent/tokenizer.json").status().code(),
-            absl::StatusCode::kNotFound);
-  EXPECT_THAT(Load("{not json").message(), HasSubstr("not valid JSON"));
+  EXPECT_THAT(Tokenizer::FromHfJson("/nonexistent/tokenizer.json"),
+              StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(Load("{not json"), StatusIs(_, HasSubstr("not valid JSON")));
   const std::string byte_level = R"("pre_tokenizer": {"type": "ByteLevel"}, )";
-  EXPECT_THAT(Load("{" + byte_level + R"("model": {"type": "WordPiece"}})").message(),
-              HasSubstr("model.type 'WordPiece' is not supported"));
-  EXPECT_THAT(
-      Load("{" + byte_level + R"("model": {"type": "BPE", "vocab": {"a": "x"}}})").message(),
-      HasSubstr("tokenizer.json"));  // wrong JSON type, caught and named
+  EXPECT_THAT(Load("{" + byte_level + R"("model": {"type": "WordPiece"}})"),
+              StatusIs(_, HasSubstr("model.type 'WordPiece' is not supported")));
+  EXPECT_THAT(Load("{" + byte_level + R"("model": {"type": "BPE", "vocab": {"a": "x"}}})"),
+              StatusIs(_, HasSubstr("tokenizer.json")));  // wrong JSON type, caught and named
   EXPECT_THAT(Load("{" + byte_level +
-                   R"("model": {"type": "BPE", "vocab": {"a": 0, "b": 2}, "merges": []}})")
-                  .message(),
-              HasSubstr("no token has id 1"));
+                   R"("model": {"type": "BPE", "vocab": {"a": 0, "b": 2}, "merges": []}})"),
+              StatusIs(_, HasSubstr("no token has id 1")));
   EXPECT_THAT(Load(R"({"normalizer": {"type": "NFKC"}, "pre_tokenizer": null,
-                       "model": {"type": "BPE", "vocab": {}}})")
-                  .message(),
-              HasSubstr("unsupported normalizer step"));
+                       "model": {"type": "BPE", "vocab": {}}})"),
+              StatusIs(_, HasSubstr("unsupported normalizer step")));
   EXPECT_THAT(Load(R"({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
                          {"type": "Split", "pattern": {"Regex": "\\w+"}}, {"type": "ByteLevel",
-                         "use_regex": false}]}, "model": {"type": "BPE", "vocab": {}}})")
-                  .message(),
-              HasSubstr("unsupported pre_tokenizer split pattern"));
+                         "use_regex": false}]}, "model": {"type": "BPE", "vocab": {}}})"),
+              StatusIs(_, HasSubstr("unsupported pre_tokenizer split pattern")));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
 #include "tests/tokenizer/tokenizer_test_fixtures.h"
 #include "tokenizer/unicode.h"
 
@@ -43,10 +44,10 @@ TEST(TokenizerGgufTest, Llama3AndQwen2RegimesMatchHuggingFace) {
         std::pair{PreTokenizerRegime::kQwen2, "tokenizer_bytelevel_qwen2.jsonl"}}) {
     SCOPED_TRACE(fixture);
     absl::StatusOr<TokenizerSpec> spec = Tokenizer::SpecFromGguf(*gguf);
-    ASSERT_TRUE(spec.ok()) << spec.status();
+    KVSERVE_ASSERT_OK(spec);
     spec->regime = regime;
     absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromSpec(*std::move(spec));
-    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+    KVSERVE_ASSERT_OK(tokenizer);
     ExpectMatchesFixture(**tokenizer, ReadIdCases(fixture));
   }
 }

@@ -14,6 +14,7 @@
 #include "model/default_model.h"
 #include "model/gguf_file.h"
 #include "nlohmann/json.hpp"
+#include "tests/status_matchers.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvserve::testing {
@@ -60,7 +61,7 @@ inline std::unique_ptr<GgufFile> OpenDefaultModel() {
     return nullptr;
   }
   absl::StatusOr<std::unique_ptr<GgufFile>> gguf = GgufFile::Open(path);
-  EXPECT_TRUE(gguf.ok()) << gguf.status();
+  KVSERVE_EXPECT_OK(gguf);
   return gguf.ok() ? std::move(*gguf) : nullptr;
 }
 
@@ -68,14 +69,14 @@ inline std::unique_ptr<Tokenizer> DefaultModelTokenizer() {
   std::unique_ptr<GgufFile> gguf = OpenDefaultModel();
   if (gguf == nullptr) return nullptr;
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromGguf(*gguf);
-  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+  KVSERVE_EXPECT_OK(tokenizer);
   return tokenizer.ok() ? std::move(*tokenizer) : nullptr;
 }
 
 inline std::unique_ptr<Tokenizer> HfFixtureTokenizer(const std::string& dir) {
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
       Tokenizer::FromHfJson(TokenizerFixture(dir + "/tokenizer.json"));
-  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+  KVSERVE_EXPECT_OK(tokenizer);
   return tokenizer.ok() ? std::move(*tokenizer) : nullptr;
 }
 

@@ -23,6 +23,7 @@
 #include "tests/model/gguf_test_writer.h"
 #include "tests/model/llama_model_test_util.h"
 #include "tests/model/safetensors_test_writer.h"
+#include "tests/status_matchers.h"
 #include "tests/tp/threaded_group_runner.h"
 
 namespace kvserve {
@@ -70,12 +71,12 @@ std::vector<std::vector<EngineRequest>> Phases() {
 const PhasedRun& Unsharded() {
   static const PhasedRun* run = [] {
     absl::StatusOr<ModelWeights> host = LoadWeights(kSpec);
-    EXPECT_TRUE(host.ok()) << host.status();
+    KVSERVE_EXPECT_OK(host);
     auto weights = DeviceWeights::Upload(*host, std::make_shared<kernels::cpu::CpuBackend>(1),
                                          kernels::DType::kF32);
-    EXPECT_TRUE(weights.ok()) << weights.status();
+    KVSERVE_EXPECT_OK(weights);
     auto runner = LlamaModelRunner::Create(*std::move(weights), {.enforce_eager = true});
-    EXPECT_TRUE(runner.ok()) << runner.status();
+    KVSERVE_EXPECT_OK(runner);
     return new PhasedRun(testing::RunPhases(*std::move(runner), Options(), Phases()));
   }();
   return *run;
@@ -92,7 +93,7 @@ TEST_P(TensorParallelEngineTest, GreedyOutputsEqualTheUnshardedModel) {
   EXPECT_GT(want.num_mixed_steps, 0);
 
   auto group = testing::ThreadedGroupRunner::Create(kSpec, GetParam());
-  ASSERT_TRUE(group.ok()) << group.status();
+  KVSERVE_ASSERT_OK(group);
   const PhasedRun got = testing::RunPhases(*std::move(group), Options(), Phases());
   EXPECT_EQ(got.stats.num_preemptions, want.stats.num_preemptions);
   EXPECT_EQ(got.stats.prefix_hit_tokens, want.stats.prefix_hit_tokens);
@@ -120,21 +121,19 @@ INSTANTIATE_TEST_SUITE_P(Sizes, TensorParallelEngineTest, ::testing::Values(2, 4
 // Every rank's pool has the engine's number of blocks, of its own KV heads.
 TEST(TensorParallelRunnerTest, EveryRankHoldsItsKvHeadsInTheSameNumberOfBlocks) {
   auto group = testing::ThreadedGroupRunner::Create(kSpec, 8);
-  ASSERT_TRUE(group.ok()) << group.status();
+  KVSERVE_ASSERT_OK(group);
   absl::StatusOr<ModelWeights> whole = LoadWeights(kSpec);
-  ASSERT_TRUE(whole.ok());
+  KVSERVE_ASSERT_OK(whole);
   auto weights = testing::UploadToCpu(*whole);
   auto unsharded = LlamaModelRunner::Create(std::move(weights), {.enforce_eager = true});
-  ASSERT_TRUE(unsharded.ok());
+  KVSERVE_ASSERT_OK(unsharded);
   // 4 KV heads over 8 ranks: each rank keeps one, a quarter of the whole model's KV bytes.
   EXPECT_EQ((*group)->KvBytesPerBlock(8) * 4, (*unsharded)->KvBytesPerBlock(8));
-  ASSERT_TRUE((*group)
-                  ->Initialize({.block_size = 8,
-                                .num_blocks = 17,
-                                .max_num_batched_tokens = 32,
-                                .max_num_seqs = 4,
-                                .max_context_len = 128})
-                  .ok());
+  KVSERVE_ASSERT_OK((*group)->Initialize({.block_size = 8,
+                                          .num_blocks = 17,
+                                          .max_num_batched_tokens = 32,
+                                          .max_num_seqs = 4,
+                                          .max_context_len = 128}));
   for (int32_t rank = 0; rank < 8; ++rank) {
     EXPECT_EQ((*group)->rank(rank).model()->kv_layout().num_kv_heads_local, 1);
   }
@@ -149,17 +148,17 @@ TEST(TensorParallelRunnerTest, KvMemoryBudgetIsPerRank) {
   options.max_num_batched_tokens = 32;
   options.max_context_len = 128;
   absl::StatusOr<ModelWeights> whole = LoadWeights(kSpec);
-  ASSERT_TRUE(whole.ok());
+  KVSERVE_ASSERT_OK(whole);
   auto unsharded = LlamaModelRunner::Create(testing::UploadToCpu(*whole), {.enforce_eager = true});
-  ASSERT_TRUE(unsharded.ok());
+  KVSERVE_ASSERT_OK(unsharded);
   options.kv_memory_bytes = 100 * (*unsharded)->KvBytesPerBlock(8);
   auto whole_core = EngineCore::Create(options, *std::move(unsharded), nullptr, nullptr);
-  ASSERT_TRUE(whole_core.ok()) << whole_core.status();
+  KVSERVE_ASSERT_OK(whole_core);
   EXPECT_EQ((*whole_core)->num_kv_blocks(), 100);
   auto group = testing::ThreadedGroupRunner::Create(kSpec, 8);
-  ASSERT_TRUE(group.ok()) << group.status();
+  KVSERVE_ASSERT_OK(group);
   auto group_core = EngineCore::Create(options, *std::move(group), nullptr, nullptr);
-  ASSERT_TRUE(group_core.ok()) << group_core.status();
+  KVSERVE_ASSERT_OK(group_core);
   EXPECT_EQ((*group_core)->num_kv_blocks(), 400);
 }
 
@@ -176,7 +175,7 @@ TEST(RunnerFactoryTest, AutoKvCacheIsF16ForStoredBlocksOnTheCpu) {
     options.num_threads = 1;
     options.kv_cache_dtype = i == 0 ? "auto" : "float32";
     absl::StatusOr<CreatedRunner> created = CreateLlamaRunner(options);
-    ASSERT_TRUE(created.ok()) << created.status();
+    KVSERVE_ASSERT_OK(created);
     EXPECT_EQ(created->kv_dtype, i == 0 ? KvDtype::kF16 : KvDtype::kF32);
     bytes[i] = created->runner->KvBytesPerBlock(16);
   }
@@ -198,7 +197,7 @@ TEST(TensorParallelRunnerTest, FactoryConvertsColumnSlicesOffBlockBoundaries) {
     ::testing::internal::CaptureStderr();
     absl::StatusOr<CreatedRunner> created = CreateLlamaRunner(options);
     const std::string log = ::testing::internal::GetCapturedStderr();
-    ASSERT_TRUE(created.ok()) << created.status();
+    KVSERVE_ASSERT_OK(created);
     EXPECT_EQ(created->num_converted_for_shard, converted) << "TP=" << size;
     // The Q8_0 matrices are packed where the CPU backend packs that type (AVX2, AVX-512).
     const bool packs = kernels::cpu::CpuBackend(1).PackedWeightBytes(

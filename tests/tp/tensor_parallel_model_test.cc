@@ -27,6 +27,7 @@
 #include "model/weights_loader.h"
 #include "runner/llama_model_runner.h"
 #include "tests/engine/engine_test_util.h"
+#include "tests/status_matchers.h"
 #include "tests/tp/threaded_group_runner.h"
 #include "tokenizer/tokenizer.h"
 
@@ -43,9 +44,9 @@ class TensorParallelModelTest : public ::testing::Test {
     if (!std::filesystem::exists(path_))
       GTEST_SKIP() << path_ << " is missing: run scripts/setup.sh";
     auto gguf = GgufFile::Open(path_);
-    ASSERT_TRUE(gguf.ok()) << gguf.status();
+    KVSERVE_ASSERT_OK(gguf);
     auto tokenizer = Tokenizer::FromGguf(**gguf);
-    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+    KVSERVE_ASSERT_OK(tokenizer);
     tokenizer_ = *std::move(tokenizer);
   }
 
@@ -75,16 +76,16 @@ class TensorParallelModelTest : public ::testing::Test {
   // The whole model and the TP = 3 group on the same requests; keep_stored: the file's blocks.
   void RunBoth(bool keep_stored, int32_t max_tokens, PhasedRun* whole_run, PhasedRun* group_run) {
     auto host = LoadWeights(path_, {.keep_stored_types = keep_stored});
-    ASSERT_TRUE(host.ok()) << host.status();
+    KVSERVE_ASSERT_OK(host);
     auto weights = DeviceWeights::Upload(*host, std::make_shared<kernels::cpu::CpuBackend>(1),
                                          kernels::DType::kF32);
-    ASSERT_TRUE(weights.ok()) << weights.status();
+    KVSERVE_ASSERT_OK(weights);
     auto whole = LlamaModelRunner::Create(*std::move(weights), {.enforce_eager = true});
-    ASSERT_TRUE(whole.ok()) << whole.status();
+    KVSERVE_ASSERT_OK(whole);
     *whole_run = testing::RunPhases(*std::move(whole), Options(), {Requests(max_tokens)});
     auto group =
         testing::ThreadedGroupRunner::Create(path_, 3, /*threads_per_rank=*/1, keep_stored);
-    ASSERT_TRUE(group.ok()) << group.status();
+    KVSERVE_ASSERT_OK(group);
     *group_run = testing::RunPhases(*std::move(group), Options(), {Requests(max_tokens)});
   }
 

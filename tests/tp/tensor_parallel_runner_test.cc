@@ -14,11 +14,15 @@
 
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
-#include "tests/model/tensor_parallel_test_util.h"
+#include "tests/comm/comm_test_util.h"
+#include "tests/status_matchers.h"
 #include "tp/tp_messages.h"
 
 namespace kvserve {
 namespace {
+
+using ::kvserve::testing::StatusIs;
+using ::testing::AnyOf;
 
 // Records every call; ProfileKvBytes answers `kv_bytes`; Execute samples token 7 for the
 // sequences that sample, and fails from call `fail_at` on (1-based; 0: never).
@@ -94,7 +98,7 @@ TEST(TpMessagesTest, PlanRoundTripsWithEveryField) {
   std::string bytes;
   EncodeTpMessage(plan, &bytes);
   absl::StatusOr<TpMessage> decoded = DecodeTpMessage(bytes);
-  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  KVSERVE_ASSERT_OK(decoded);
   ASSERT_EQ(decoded->command, TpCommand::kExecute);
   const StepPlan& got = decoded->plan;
   EXPECT_EQ(got.step_id, 5u);
@@ -120,8 +124,8 @@ TEST(TpMessagesTest, TruncatedOrPaddedBytesAreRefused) {
   std::string bytes;
   EncodeTpMessage(MakePlan(1, 20), &bytes);
   for (size_t size : {size_t{0}, size_t{1}, bytes.size() / 2, bytes.size() - 1}) {
-    EXPECT_EQ(DecodeTpMessage(bytes.substr(0, size)).status().code(),
-              absl::StatusCode::kInvalidArgument)
+    EXPECT_THAT(DecodeTpMessage(bytes.substr(0, size)),
+                StatusIs(absl::StatusCode::kInvalidArgument))
         << size;
   }
   EXPECT_FALSE(DecodeTpMessage(bytes + "x").ok());
@@ -180,29 +184,29 @@ TEST(TensorParallelRunnerTest, FollowersRunTheLeadersCallsThenStopWithOk) {
   config.max_num_seqs = 4;
   config.max_context_len = 512;
   absl::StatusOr<int64_t> kv_bytes = group.leader().ProfileKvBytes(config);
-  ASSERT_TRUE(kv_bytes.ok()) << kv_bytes.status();
+  KVSERVE_ASSERT_OK(kv_bytes);
   EXPECT_EQ(*kv_bytes, 998);  // the smallest rank's (rank 2)
   RunnerConfig sized = config;
   sized.num_blocks = 62;
-  ASSERT_TRUE(group.leader().Initialize(sized).ok());
+  KVSERVE_ASSERT_OK(group.leader().Initialize(sized));
   // The third plan is longer than one frame (5,000 tokens: 20 KB): a second broadcast.
   for (int32_t tokens : {20, 300, 5000}) {
     absl::StatusOr<StepResult> result = group.leader().Execute(MakePlan(tokens, tokens));
-    ASSERT_TRUE(result.ok()) << result.status();
+    KVSERVE_ASSERT_OK(result);
     ASSERT_EQ(result->sampled.size(), 1u);
     EXPECT_EQ(result->sampled[0].token, 7);
   }
   group.leader().Stop();
   group.Join();
   for (int rank = 1; rank < 3; ++rank) {
-    EXPECT_TRUE(group.follower_status(rank).ok()) << group.follower_status(rank);
+    KVSERVE_EXPECT_OK(group.follower_status(rank));
     ASSERT_EQ(group.follower(rank).configs.size(), 1u);
     EXPECT_EQ(group.follower(rank).configs[0].num_blocks, 62);
     EXPECT_EQ(group.follower(rank).plans, group.leader_runner().plans) << "rank " << rank;
   }
   EXPECT_FALSE(group.leader().failed());
-  EXPECT_EQ(group.leader().Execute(MakePlan(1, 20)).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(group.leader().Execute(MakePlan(1, 20)),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
 TEST(TensorParallelRunnerTest, AnIdleLeaderKeepsItsFollowersWithinTheTimeout) {
@@ -210,16 +214,16 @@ TEST(TensorParallelRunnerTest, AnIdleLeaderKeepsItsFollowersWithinTheTimeout) {
   Group group(2, absl::Seconds(1), absl::Milliseconds(200));
   absl::SleepFor(absl::Milliseconds(2500));
   absl::StatusOr<StepResult> result = group.leader().Execute(MakePlan(1, 20));
-  ASSERT_TRUE(result.ok()) << result.status();
+  KVSERVE_ASSERT_OK(result);
   EXPECT_FALSE(group.leader().failed());
   group.leader().Stop();
   group.Join();
-  EXPECT_TRUE(group.follower_status(1).ok()) << group.follower_status(1);
+  KVSERVE_EXPECT_OK(group.follower_status(1));
 }
 
 TEST(TensorParallelRunnerTest, AFollowerGoneFailsTheNextStepUnavailable) {
   Group group(2, absl::Seconds(5), absl::Seconds(1), /*follower_fail_at=*/2);
-  ASSERT_TRUE(group.leader().Execute(MakePlan(1, 20)).ok());
+  KVSERVE_ASSERT_OK(group.leader().Execute(MakePlan(1, 20)));
   // The follower fails its second step and leaves. The leader's broadcasts may still be taken
   // by the kernel's buffers for a while; one of them meets the closed connection.
   absl::Status status;
@@ -228,12 +232,11 @@ TEST(TensorParallelRunnerTest, AFollowerGoneFailsTheNextStepUnavailable) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   group.Join();
-  EXPECT_EQ(group.follower_status(1).code(), absl::StatusCode::kInternal);
-  EXPECT_TRUE(status.code() == absl::StatusCode::kUnavailable ||
-              status.code() == absl::StatusCode::kDeadlineExceeded)
-      << status;
+  EXPECT_THAT(group.follower_status(1), StatusIs(absl::StatusCode::kInternal));
+  EXPECT_THAT(status,
+              StatusIs(AnyOf(absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded)));
   EXPECT_TRUE(group.leader().failed());
-  EXPECT_EQ(group.leader().failure().code(), status.code());
+  EXPECT_THAT(group.leader().failure(), StatusIs(status.code()));
   group.leader().Stop();  // the group failed: nothing is sent; the keep-alive thread ends
 }
 

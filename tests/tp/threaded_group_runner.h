@@ -25,8 +25,9 @@
 #include "model/device_weights.h"
 #include "model/weights_loader.h"
 #include "runner/llama_model_runner.h"
+#include "tests/comm/comm_test_util.h"
 #include "tests/engine/engine_test_util.h"
-#include "tests/model/tensor_parallel_test_util.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve::testing {
 
@@ -137,7 +138,7 @@ inline PhasedRun RunPhases(std::unique_ptr<ModelRunner> runner, const EngineOpti
                            const Tokenizer* tokenizer = nullptr) {
   PhasedRun run;
   auto core = EngineCore::Create(options, std::move(runner), tokenizer, nullptr);
-  EXPECT_TRUE(core.ok()) << core.status();
+  KVSERVE_EXPECT_OK(core);
   if (!core.ok()) return run;
   for (const std::vector<EngineRequest>& phase : phases) {
     std::map<std::string, std::shared_ptr<RequestStream>> streams;

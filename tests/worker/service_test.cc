@@ -15,6 +15,7 @@
 #include "kvserve/v1/generation.grpc.pb.h"
 #include "kvserve/v1/worker.grpc.pb.h"
 #include "runner/fake_model_runner.h"
+#include "tests/status_matchers.h"
 #include "worker/worker_server.h"
 
 namespace kvserve {
@@ -36,14 +37,14 @@ class ServiceTest : public ::testing::Test {
     options.kv_memory_bytes = 64 * 16 * 1024;  // 64 blocks of 16 tokens at 1 KiB per token
     options.max_num_seqs = 8;
     options.max_num_batched_tokens = 64;
-    ASSERT_TRUE(options.Validate().ok());
+    KVSERVE_ASSERT_OK(options.Validate());
     FakeModelOptions fake;
     fake.step_delay = step_delay;
     ModelConfig config;
     config.name = "fake-model";
     absl::StatusOr<std::unique_ptr<WorkerServer>> server = WorkerServer::Start(
         options, std::make_unique<FakeModelRunner>(fake), /*tokenizer=*/nullptr, config);
-    ASSERT_TRUE(server.ok()) << server.status();
+    KVSERVE_ASSERT_OK(server);
     server_ = *std::move(server);
     auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->grpc_port()),
                                        grpc::InsecureChannelCredentials());

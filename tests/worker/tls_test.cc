@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "kvserve/v1/generation.grpc.pb.h"
 #include "runner/fake_model_runner.h"
+#include "tests/status_matchers.h"
 #include "worker/worker_server.h"
 
 namespace kvserve {
@@ -63,12 +64,12 @@ class TlsTest : public ::testing::Test {
     options.tls_cert = *dir_ + "/server.pem";
     options.tls_key = *dir_ + "/server.key";
     if (require_client_cert) options.tls_ca = *dir_ + "/ca.pem";
-    EXPECT_TRUE(options.Validate().ok());
+    KVSERVE_EXPECT_OK(options.Validate());
     ModelConfig config;
     config.name = "fake-model";
     absl::StatusOr<std::unique_ptr<WorkerServer>> server =
         WorkerServer::Start(options, std::make_unique<FakeModelRunner>(), nullptr, config);
-    EXPECT_TRUE(server.ok()) << server.status();
+    KVSERVE_EXPECT_OK(server);
     return server.ok() ? *std::move(server) : nullptr;
   }
 

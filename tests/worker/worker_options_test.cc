@@ -5,22 +5,23 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
 
 namespace kvserve {
 namespace {
 
+using ::kvserve::testing::StatusIs;
 using ::testing::StartsWith;
 
 void ExpectError(const absl::Status& status, absl::StatusCode code, const std::string& field) {
-  EXPECT_EQ(status.code(), code) << status;
-  EXPECT_THAT(std::string(status.message()), StartsWith(field + ": ")) << status;
+  EXPECT_THAT(status, StatusIs(code, StartsWith(field + ": ")));
 }
 
 TEST(WorkerOptions, DefaultsAreValidAndEveryBadFlagIsNamed) {
   EXPECT_FALSE(WorkerOptions().Validate().ok());  // no model
   WorkerOptions good;
   good.model = "synthetic:tiny";
-  ASSERT_TRUE(good.Validate().ok());
+  KVSERVE_ASSERT_OK(good.Validate());
   struct Case {
     void (*set)(WorkerOptions*);
     const char* flag;
@@ -50,7 +51,7 @@ TEST(WorkerOptions, UnreadableTlsFileIsNamed) {
   options.model = "synthetic:tiny";
   options.tls_cert = "/nonexistent/cert.pem";
   options.tls_key = "/nonexistent/key.pem";
-  ASSERT_TRUE(options.Validate().ok());
+  KVSERVE_ASSERT_OK(options.Validate());
   ExpectError(LoadTlsFiles(options).status(), absl::StatusCode::kInvalidArgument, "--tls_cert");
 }
 

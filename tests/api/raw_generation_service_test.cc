@@ -1,0 +1,141 @@
+// Tests of RawGenerationService and the gRPC server helpers (api/grpc_server.h), the pieces the
+// worker's and the router's Generation services share: in-process on loopback with a small
+// service that answers from the request, driven by the generated C++ stub. Pins the unary path
+// (admit before parsing, malformed bytes answered as INVALID_ARGUMENT naming the field, absl
+// statuses carried over the wire as they are) and the --listen error.
+#include "api/raw_generation_service.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "api/grpc_server.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kvserve/v1/generation.grpc.pb.h"
+#include "tests/status_matchers.h"
+
+namespace kvserve {
+namespace {
+
+namespace v1 = ::kvserve::v1;
+using ::kvserve::testing::StatusIs;
+using ::testing::StartsWith;
+
+// Refuses calls that carry the metadata "deny"; Tokenize answers one id per prompt byte,
+// Detokenize NOT_FOUND, GetModelInfo the model name it was asked for.
+class EchoService final : public RawGenerationService {
+ public:
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(
+      grpc::CallbackServerContext* /*call*/, const grpc::ByteBuffer* /*request*/) override {
+    class Refused : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+     public:
+      Refused() { Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no Generate here")); }
+      void OnDone() override { delete this; }
+    };
+    return new Refused();
+  }
+
+ private:
+  absl::Status Admit(const grpc::CallbackServerContext& call) const override {
+    if (call.client_metadata().count("deny") > 0) return absl::UnauthenticatedError("denied");
+    return absl::OkStatus();
+  }
+  absl::StatusOr<v1::TokenizeResponse> AnswerTokenize(
+      const v1::TokenizeRequest& request) const override {
+    v1::TokenizeResponse response;
+    for (char c : request.prompt()) response.add_token_ids(static_cast<unsigned char>(c));
+    return response;
+  }
+  absl::StatusOr<v1::DetokenizeResponse> AnswerDetokenize(
+      const v1::DetokenizeRequest& /*request*/) const override {
+    return absl::NotFoundError("model: no such model");
+  }
+  absl::StatusOr<v1::ModelInfo> AnswerGetModelInfo(
+      const v1::GetModelInfoRequest& request) const override {
+    v1::ModelInfo info;
+    info.set_name(request.model());
+    return info;
+  }
+};
+
+class RawGenerationServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    EnableHealthAndReflection();
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(&service_);
+    absl::StatusOr<std::unique_ptr<grpc::Server>> server =
+        StartGrpcServer(builder, "127.0.0.1:0", port_);
+    KVSERVE_ASSERT_OK(server);
+    server_ = *std::move(server);
+    stub_ = v1::Generation::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials()));
+  }
+  void TearDown() override { server_->Shutdown(); }
+
+  EchoService service_;
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::Generation::Stub> stub_;
+};
+
+TEST_F(RawGenerationServiceTest, AnswersParsedRequests) {
+  grpc::ClientContext context;
+  v1::TokenizeRequest request;
+  request.set_prompt("ab");
+  v1::TokenizeResponse response;
+  ASSERT_TRUE(stub_->Tokenize(&context, request, &response).ok());
+  EXPECT_THAT(response.token_ids(), ::testing::ElementsAre('a', 'b'));
+
+  grpc::ClientContext info_context;
+  v1::GetModelInfoRequest info_request;
+  info_request.set_model("m");
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub_->GetModelInfo(&info_context, info_request, &info).ok());
+  EXPECT_EQ(info.name(), "m");
+}
+
+TEST_F(RawGenerationServiceTest, ErrorsKeepTheirCodeAndMessage) {
+  grpc::ClientContext context;
+  v1::DetokenizeResponse response;
+  const grpc::Status status = stub_->Detokenize(&context, v1::DetokenizeRequest(), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(status.error_message(), "model: no such model");
+}
+
+TEST_F(RawGenerationServiceTest, InvalidUtf8IsRefusedNamingTheField) {
+  grpc::ClientContext context;
+  v1::TokenizeRequest request;
+  request.set_prompt("\xff\xfe");  // the client's protobuf sends it; the server must name it
+  v1::TokenizeResponse response;
+  const grpc::Status status = stub_->Tokenize(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), StartsWith("prompt:"));
+}
+
+TEST_F(RawGenerationServiceTest, AdmitRunsBeforeTheRequestIsParsed) {
+  grpc::ClientContext context;
+  context.AddMetadata("deny", "1");
+  v1::TokenizeRequest request;
+  request.set_prompt("\xff");  // malformed, but the call is refused first
+  v1::TokenizeResponse response;
+  const grpc::Status status = stub_->Tokenize(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(status.error_message(), "denied");
+}
+
+TEST(StartGrpcServerTest, AnAddressThatCannotBeBoundNamesTheFlag) {
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("no-such-host.invalid:0", grpc::InsecureServerCredentials(), &port);
+  EXPECT_THAT(StartGrpcServer(builder, "no-such-host.invalid:0", port),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--listen: cannot listen on no-such-host.invalid:0"));
+}
+
+}  // namespace
+}  // namespace kvserve
