@@ -15,8 +15,7 @@
 //   RecordRefused    the metrics of a call refused before it ran
 //
 // The prompt itself is rendered by PromptRenderer (tokenizer/prompt_renderer.h), the class the
-// workers render with; PromptInputOf and ToTokenizeResponse below are the router's conversion
-// between its messages and the renderer's plain values.
+// workers render with, from the messages as converted by api/prompt_conversion.h.
 //
 // Thread-safety: thread-safe (calls come concurrently from gRPC's and the HTTP server's threads).
 #ifndef KVSERVE_ROUTER_ROUTER_API_H_
@@ -43,12 +42,6 @@
 #include "tokenizer/prompt_renderer.h"
 
 namespace kvserve {
-
-// The input of a request as the renderer takes it (prompt, token ids or chat, and the
-// add_special_tokens / add_generation_prompt options).
-PromptInput PromptInputOf(const kvserve::v1::GenerateRequest& request);
-PromptInput PromptInputOf(const kvserve::v1::TokenizeRequest& request);
-kvserve::v1::TokenizeResponse ToTokenizeResponse(TokenizedPrompt tokenized);
 
 class RouterApi {
  public:

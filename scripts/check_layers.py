@@ -46,12 +46,15 @@ def read_map(root):
 
 def check(root):
     folders = read_map(root)
+    order = list(folders)  # the rows as the table lists them, lowest layer first
     owner = {lib: folder for folder, (libs, _) in folders.items() for lib in libs}
     problems = []
     for folder, (_, allowed) in sorted(folders.items()):
         for name in sorted(allowed or ()):
             if name not in folders:
                 problems.append(f"docs/architecture.md: {folder}/ may include '{name}', which is not in the map")
+            elif order.index(name) > order.index(folder):
+                problems.append(f"docs/architecture.md: {folder}/ may include {name}/, a row below it")
         if allowed is None or not os.path.isdir(os.path.join(root, folder)):
             continue
         ok = allowed | {folder}
@@ -80,13 +83,14 @@ def check(root):
 
 
 def self_test():
-    """A small tree with one include and one link across the map: both must be reported."""
+    """A small tree with an include and a link across the map, and a map row naming a row below it:
+    all three must be reported."""
     with tempfile.TemporaryDirectory() as root:
         def write(rel, text):
             os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
             open(os.path.join(root, rel), "w", encoding="utf-8").write(text)
         write("docs/architecture.md", "## Folder map\n\n| folder | libraries | owns | may include |\n"
-              "| --- | --- | --- | --- |\n| `low/` | kvserve_low | x | — |\n"
+              "| --- | --- | --- | --- |\n| `low/` | kvserve_low | x | — |\n| `side/` | kvserve_side | w | high |\n"
               "| `high/` | kvserve_high | y | low |\n| `tests/` | (tests) | z | any |\n")
         write("low/a.h", '#include "low/b.h"\n#include "high/c.h"\n#include "absl/status/status.h"\n')
         write("low/CMakeLists.txt", "add_library(kvserve_low a.cc)\n"
@@ -95,12 +99,13 @@ def self_test():
         write("high/CMakeLists.txt", "target_link_libraries(kvserve_high PUBLIC kvserve_low)\n")
         write("tests/t.cc", '#include "high/c.h"\n#include "low/a.h"\n')
         problems = check(root)
-    want = ["low/a.h:2: low/ includes high/", "low/CMakeLists.txt:2: kvserve_low links kvserve_high"]
+    want = ["low/a.h:2: low/ includes high/", "low/CMakeLists.txt:2: kvserve_low links kvserve_high",
+            "docs/architecture.md: side/ may include high/, a row below it"]
     missing = [w for w in want if not any(p.startswith(w) for p in problems)]
     if missing or len(problems) != len(want):
         print("self-test failed: want", want, "got", problems)
         return 1
-    print("self-test: both crossings reported")
+    print("self-test: all three crossings reported")
     return 0
 
 

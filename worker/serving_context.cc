@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "api/prompt_conversion.h"
 #include "base/status_macros.h"
 #include "worker/proto_conversion.h"
 
@@ -14,40 +15,6 @@ namespace v1 = ::kvserve::v1;
 
 absl::Status Draining() {
   return absl::UnavailableError("worker is draining: it accepts no new requests, retry elsewhere");
-}
-
-// The renderer's input from a request (GenerateRequest and TokenizeRequest name their text and
-// chat fields alike; only Generate has token ids).
-template <typename Request>
-PromptInput PromptInputOf(const Request& request) {
-  PromptInput input;
-  if constexpr (requires { request.prompt_token_ids(); }) {
-    if (request.has_prompt_token_ids()) {
-      const auto& ids = request.prompt_token_ids().ids();
-      input.token_ids.emplace(ids.begin(), ids.end());
-    }
-  }
-  if (request.has_prompt()) input.text = request.prompt();
-  if (request.has_chat()) {
-    std::vector<ChatMessage>& messages = input.chat.emplace();
-    messages.reserve(request.chat().messages_size());
-    for (const v1::ChatMessage& message : request.chat().messages()) {
-      messages.push_back({message.role(), message.content()});
-    }
-  }
-  if (request.has_add_special_tokens()) input.add_special_tokens = request.add_special_tokens();
-  if (request.has_add_generation_prompt()) {
-    input.add_generation_prompt = request.add_generation_prompt();
-  }
-  return input;
-}
-
-v1::TokenizeResponse ToTokenizeResponse(TokenizedPrompt tokenized) {
-  v1::TokenizeResponse response;
-  response.mutable_token_ids()->Add(tokenized.token_ids.begin(), tokenized.token_ids.end());
-  for (std::string& bytes : tokenized.token_bytes) response.add_token_bytes(std::move(bytes));
-  response.set_rendered_prompt(std::move(tokenized.rendered_prompt));
-  return response;
 }
 
 }  // namespace

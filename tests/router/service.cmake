@@ -9,6 +9,3 @@ kvserve_add_test(NAME router_service_options_test
   LABELS unit)
 kvserve_add_test(NAME router_request_progress_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/request_progress_test.cc LIBS kvserve_router LABELS unit)
-kvserve_add_test(NAME router_service_prompt_test
-  SOURCES ${CMAKE_CURRENT_LIST_DIR}/router_service_prompt_test.cc LIBS kvserve_router GTest::gmock
-  LABELS unit)

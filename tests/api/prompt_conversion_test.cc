@@ -1,8 +1,11 @@
-// Tests of the router's prompt front: its requests become the renderer's input
-// (PromptInputOf, router_api.h) and the renderer's answer a TokenizeResponse, so that the router
-// turns every kind of input into the token ids a worker would compute (the router hashes them to
-// find cached prefixes). The renderer itself is tested in tests/tokenizer/prompt_renderer_test.cc.
-// Uses the default model's tokenizer; a missing model fails the test.
+// Tests of the API's prompt conversion (api/prompt_conversion.h), which the router and the worker
+// share: requests become the renderer's input and the renderer's answer a TokenizeResponse, so
+// that the router turns every kind of input into the token ids a worker would compute (the router
+// hashes them to find cached prefixes). The renderer itself is tested in
+// tests/tokenizer/prompt_renderer_test.cc. Uses the default model's tokenizer; a missing model
+// fails the test.
+#include "api/prompt_conversion.h"
+
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -10,7 +13,6 @@
 
 #include "gtest/gtest.h"
 #include "model/default_model.h"
-#include "router/router_api.h"
 #include "tests/status_matchers.h"
 #include "tokenizer/prompt_renderer.h"
 

@@ -1,0 +1,50 @@
+#include "api/prompt_conversion.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kvserve {
+namespace {
+
+// GenerateRequest and TokenizeRequest name their text and chat fields alike.
+template <typename Request>
+PromptInput TextOrChatInputOf(const Request& request) {
+  PromptInput input;
+  if (request.has_prompt()) input.text = request.prompt();
+  if (request.has_chat()) {
+    std::vector<ChatMessage>& messages = input.chat.emplace();
+    messages.reserve(request.chat().messages_size());
+    for (const v1::ChatMessage& message : request.chat().messages()) {
+      messages.push_back({message.role(), message.content()});
+    }
+  }
+  if (request.has_add_special_tokens()) input.add_special_tokens = request.add_special_tokens();
+  if (request.has_add_generation_prompt()) {
+    input.add_generation_prompt = request.add_generation_prompt();
+  }
+  return input;
+}
+
+}  // namespace
+
+PromptInput PromptInputOf(const v1::GenerateRequest& request) {
+  PromptInput input = TextOrChatInputOf(request);
+  if (request.has_prompt_token_ids()) {
+    const auto& ids = request.prompt_token_ids().ids();
+    input.token_ids.emplace(ids.begin(), ids.end());
+  }
+  return input;
+}
+
+PromptInput PromptInputOf(const v1::TokenizeRequest& request) { return TextOrChatInputOf(request); }
+
+v1::TokenizeResponse ToTokenizeResponse(TokenizedPrompt tokenized) {
+  v1::TokenizeResponse response;
+  response.mutable_token_ids()->Add(tokenized.token_ids.begin(), tokenized.token_ids.end());
+  for (std::string& bytes : tokenized.token_bytes) response.add_token_bytes(std::move(bytes));
+  response.set_rendered_prompt(std::move(tokenized.rendered_prompt));
+  return response;
+}
+
+}  // namespace kvserve
