@@ -16,7 +16,7 @@ APT_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   prometheus-cpp-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
   libxxhash-dev libopenblas-dev nlohmann-json3-dev libgloo-dev libclang-rt-14-dev
-  libboost-dev
+  libboost-dev patchelf
   prometheus
 )
 missing=()
