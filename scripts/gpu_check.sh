@@ -102,11 +102,8 @@ compute_sanitizer() {
   return 1
 }
 
-# gpu_model_test takes its model from KVSERVE_MODEL and first asks that the file exist; for a
-# synthetic spec an empty file of that name in its working folder answers that.
+# gpu_model_test takes its model from KVSERVE_MODEL (a synthetic spec or a file).
 fidelity() {
-  mkdir -p "$WORK/fidelity" && cd "$WORK/fidelity" || return 1
-  [[ $MODEL == synthetic:* ]] && : >"$MODEL"
   KVSERVE_MODEL=$MODEL exec "$BIN/gpu_model_test"
 }
 
