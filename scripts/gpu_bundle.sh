@@ -209,7 +209,7 @@ write_manifest() {
     echo "commit: $commit ($dirty tracked files changed)"
     echo "made: $(date -u '+%Y-%m-%dT%H:%M:%SZ') from $build" \
       "($(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$build/CMakeCache.txt"))"
-    # Compiled into the tests as KVSERVE_SOURCE_DIR (fixtures); gpu_check.sh links it.
+    # Compiled into the tests as KVSERVE_SOURCE_DIR (fixtures); gpu_check.sh overrides it.
     echo "source_dir: $(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")"
     echo "needs: glibc >= 2.34, an sm_90 GPU, and from the machine: $CUDA_LIBS"
     echo "files (bytes):"

@@ -5,6 +5,7 @@
 //  - bf16 weights and KV on the GPU: top-1 agreement with the CPU's f32 logits, teacher-forced
 //    over the prompts and their f32 continuations (printed; must stay >= 95%).
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -30,11 +31,18 @@ namespace {
 
 constexpr int32_t kMaxTokens = 64;
 
+// The source tree the fixtures are read from: $KVSERVE_SOURCE_DIR where set (the device bundle
+// runs from a copy of the tree elsewhere, scripts/gpu_check.sh), else the one built from.
+std::string SourceDir() {
+  const char* dir = std::getenv("KVSERVE_SOURCE_DIR");
+  return dir != nullptr && *dir != '\0' ? dir : KVSERVE_SOURCE_DIR;
+}
+
 std::vector<std::vector<int32_t>> Prompts() {
   std::vector<std::vector<int32_t>> prompts;
   for (const char* name : {"capital", "chat", "story", "code"}) {
-    std::ifstream in(std::string(KVSERVE_SOURCE_DIR) + "/tests/model/fixtures/reference_" + name +
-                     ".json");
+    std::ifstream in(SourceDir() + "/tests/model/fixtures/reference_" + name + ".json");
+    EXPECT_TRUE(in.good()) << "missing fixture under " << SourceDir() << "/tests/model/fixtures";
     prompts.push_back(nlohmann::json::parse(in)["prompt_ids"].get<std::vector<int32_t>>());
   }
   prompts.push_back({1, 504, 3458, 282, 1345, 314});  // a fifth, short one
