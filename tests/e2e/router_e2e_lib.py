@@ -187,6 +187,7 @@ def run_streams(stub, requests, timeout, on_progress=None, with_usage=False):
 def assert_same_streams(test, got, want):
     """Stream by stream (as run_streams returns them), the tokens and the text of `got` equal
     those of `want`."""
+    test.assertEqual(len(got), len(want), "number of streams")
     for i in range(len(want)):
         test.assertEqual(got[i][0], want[i][0], f"tokens of stream {i}")
         test.assertEqual(got[i][1], want[i][1], f"text of stream {i}")
