@@ -228,6 +228,7 @@ absl::Status EngineCore::Step() {
     }
     scheduler_->FinishSequence(seq);
   }
+  const int64_t attended_tokens = observer_ != nullptr ? scheduler_->AttendedTokens(plan) : 0;
   if (!plan.empty()) {
     KVSERVE_ASSIGN_OR_RETURN(StepResult result, runner_->Execute(plan));
     KVSERVE_ASSIGN_OR_RETURN(std::vector<SequenceToken> tokens, scheduler_->Update(plan, result));
@@ -255,6 +256,7 @@ absl::Status EngineCore::Step() {
       (decode ? metrics.num_decode_tokens : metrics.num_prefill_tokens) += seq.num_scheduled_tokens;
     }
     metrics.num_seqs = static_cast<int32_t>(plan.sequences.size());
+    metrics.num_attended_tokens = attended_tokens;
     metrics.num_running_requests = scheduler_->num_running_requests();
     metrics.num_waiting_requests = scheduler_->num_waiting_requests();
     observer_->OnStep(metrics);

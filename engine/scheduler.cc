@@ -236,6 +236,17 @@ void Scheduler::AddToPlan(Sequence* seq, int32_t num_tokens, StepPlan* plan) {
   seq->runner_num_blocks = static_cast<int32_t>(table.size());
 }
 
+int64_t Scheduler::AttendedTokens(const StepPlan& plan) const {
+  int64_t attended = 0;
+  for (const ScheduledSequence& entry : plan.sequences) {
+    auto it = sequences_.find(entry.id);
+    if (it == sequences_.end()) continue;
+    attended += int64_t{entry.num_scheduled_tokens} *
+                (it->second->num_computed_tokens + entry.num_scheduled_tokens);
+  }
+  return attended;
+}
+
 absl::StatusOr<std::vector<SequenceToken>> Scheduler::Update(const StepPlan& plan,
                                                              const StepResult& result) {
   std::vector<SequenceToken> tokens;

@@ -71,6 +71,9 @@ class Scheduler {
   // sequence, forks finished prefix sequences into their choices. Returns the sampled tokens
   // with their sequences, in plan order. INTERNAL when the result does not match the plan.
   absl::StatusOr<std::vector<SequenceToken>> Update(const StepPlan& plan, const StepResult& result);
+  // Over the plan's sequences: scheduled tokens x context length at the step's end
+  // (StepMetrics::num_attended_tokens). Call between Schedule and Update.
+  int64_t AttendedTokens(const StepPlan& plan) const;
 
   // The sequence's choice finished: frees its blocks now.
   void FinishSequence(Sequence* sequence);

@@ -1,6 +1,8 @@
 #include "model/weights_loader.h"
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -89,6 +91,40 @@ absl::StatusOr<ModelWeights> LoadWeights(const std::string& spec, const LoadOpti
       weights->storage = std::move(gguf);
     }
     return weights;
+  }
+  if (!std::filesystem::exists(path, error)) return BadSpec(spec, "no such file or directory");
+  return BadSpec(spec, "not a .gguf file or a directory");
+}
+
+absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& spec) {
+  if (absl::StartsWith(spec, kSyntheticPrefix)) {
+    KVSERVE_ASSIGN_OR_RETURN(SyntheticSpec parsed, ParseSyntheticSpec(spec));
+    KVSERVE_ASSIGN_OR_RETURN(ModelConfig config, SyntheticConfig(parsed.preset));
+    if (parsed.num_layers > 0) config.num_layers = parsed.num_layers;
+    return config;
+  }
+  std::error_code error;
+  const std::filesystem::path path(spec);
+  if (std::filesystem::is_directory(path, error)) {
+    std::ifstream file(path / "config.json", std::ios::binary);
+    if (!file) return BadSpec(spec, "directory has no config.json");
+    std::ostringstream text;
+    text << file.rdbuf();
+    absl::StatusOr<ModelConfig> config = ConfigFromHfJson(text.str());
+    if (!config.ok()) {
+      return absl::Status(config.status().code(),
+                          absl::StrCat(spec, "/config.json: ", config.status().message()));
+    }
+    return config;
+  }
+  if (path.extension() == ".gguf") {
+    KVSERVE_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(spec));
+    absl::StatusOr<ModelConfig> config = ConfigFromGguf(*file);
+    if (!config.ok()) {
+      return absl::Status(config.status().code(),
+                          absl::StrCat(spec, ": ", config.status().message()));
+    }
+    return config;
   }
   if (!std::filesystem::exists(path, error)) return BadSpec(spec, "no such file or directory");
   return BadSpec(spec, "not a .gguf file or a directory");

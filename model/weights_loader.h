@@ -30,6 +30,11 @@ struct LoadOptions {
 
 absl::StatusOr<ModelWeights> LoadWeights(const std::string& spec, const LoadOptions& options = {});
 
+// The model's configuration alone, without reading its weights (a GGUF file's header, a
+// checkpoint's config.json, a synthetic preset): for what needs the shape and not the numbers,
+// e.g. a simulated worker. Errors as LoadWeights gives them.
+absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& spec);
+
 // The parsed form of a "synthetic:..." spec.
 struct SyntheticSpec {
   std::string preset;

@@ -40,10 +40,30 @@ void FakeModelRunner::ContextLogits(const std::vector<TokenId>& context, float* 
   }
 }
 
+absl::Duration StepTimeModel::Of(int64_t prefill_tokens, int64_t decode_tokens,
+                                 int64_t attended_tokens) const {
+  const double ms = fixed_ms + prefill_token_ms * static_cast<double>(prefill_tokens) +
+                    decode_token_ms * static_cast<double>(decode_tokens) +
+                    attention_ms_per_mtoken * static_cast<double>(attended_tokens) * 1e-6;
+  return absl::Microseconds(static_cast<int64_t>(ms * 1000.0));
+}
+
 absl::StatusOr<StepResult> FakeModelRunner::Execute(const StepPlan& plan) {
   if (sequences_ == nullptr) return absl::FailedPreconditionError("Initialize was not called");
+  const absl::Time start = absl::Now();
   if (options_.step_delay > absl::ZeroDuration()) absl::SleepFor(options_.step_delay);
   KVSERVE_ASSIGN_OR_RETURN(std::vector<RunnerWork> work, sequences_->Apply(plan));
+  if (!options_.step_time.empty()) {
+    int64_t prefill = 0, decode = 0, attended = 0;
+    for (const RunnerWork& item : work) {
+      const bool is_decode = !item.entry->is_new && item.num_tokens == 1 && item.entry->sample;
+      (is_decode ? decode : prefill) += item.num_tokens;
+      attended += int64_t{item.num_tokens} * (item.first_position + item.num_tokens);
+    }
+    const absl::Time end = start + options_.step_time.Of(prefill, decode, attended);
+    // Sleep first: the fake work below is microseconds, the simulated step milliseconds.
+    absl::SleepFor(end - absl::Now());
+  }
   const int32_t block_size = config_.block_size;
   for (const BlockCopy& copy : plan.block_copies) {
     for (int32_t i = 0; i < block_size; ++i) {

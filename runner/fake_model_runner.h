@@ -1,5 +1,6 @@
 // FakeModelRunner: a deterministic ModelRunner without weights, for scheduler, engine and service
-// tests. It keeps a fake KV pool that stores, per slot, the token and position written there;
+// tests, and for simulated workers (a step lasts what a StepTimeModel says) in cluster-scale
+// routing benchmarks. It keeps a fake KV pool that stores, per slot, the token and position written there;
 // before sampling a sequence it reads its whole context back through its block table (so a wrong
 // slot mapping, block table, fork copy or prefix-cache hit is an INTERNAL error, not a silent
 // pass) and synthesises the logits from a hash of that context. Tokens are then drawn by the real
@@ -21,12 +22,33 @@
 
 namespace kvserve {
 
+// A simulated step's duration, fitted to a real worker's steps (bench/calibrate_step_time.py):
+//   fixed_ms + prefill_token_ms * prefill tokens + decode_token_ms * decode tokens
+//            + attention_ms_per_mtoken * attended tokens / 1e6
+// where attended tokens sum, over the step's sequences, its tokens computed this step times its
+// context length at the step's end (StepMetrics::num_attended_tokens, the same count).
+struct StepTimeModel {
+  double fixed_ms = 0;
+  double prefill_token_ms = 0;
+  double decode_token_ms = 0;
+  double attention_ms_per_mtoken = 0;
+
+  absl::Duration Of(int64_t prefill_tokens, int64_t decode_tokens, int64_t attended_tokens) const;
+  bool empty() const {
+    return fixed_ms == 0 && prefill_token_ms == 0 && decode_token_ms == 0 &&
+           attention_ms_per_mtoken == 0;
+  }
+};
+
 struct FakeModelOptions {
   int32_t vocab_size = 256;
   int32_t max_context_len = 1024;
   std::vector<int32_t> eos_token_ids;                // none by default: choices run to max_tokens
   int64_t kv_bytes_per_token = 1024;                 // what KvBytesPerBlock reports per token
   absl::Duration step_delay = absl::ZeroDuration();  // sleep per Execute, to mimic a model
+  // When set, each Execute lasts (at least) what the model says for its plan: a simulated
+  // worker whose steps take as long as a real one's (kvserve-worker --runner=simulated).
+  StepTimeModel step_time = {};
 };
 
 class FakeModelRunner final : public ModelRunner {

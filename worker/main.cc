@@ -17,8 +17,11 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -31,6 +34,8 @@
 #include "base/status_macros.h"
 #include "kernels/backend_factory.h"
 #include "model/default_model.h"
+#include "model/weights_loader.h"
+#include "runner/fake_model_runner.h"
 #include "runner/fault_injecting_runner.h"
 #include "runner/runner_factory.h"
 #include "tokenizer/tokenizer.h"
@@ -92,6 +97,13 @@ ABSL_FLAG(std::string, tp_hostname, "",
           "group the leader starts, else this host's name)");
 ABSL_FLAG(double, tp_timeout_s, 30.0,
           "Seconds a collective (or the group's start-up) may take before the group is failed");
+ABSL_FLAG(std::string, runner, "model",
+          "model: run --model's weights; simulated: load only its tokenizer and shape, and run "
+          "a fake model whose steps last what --step_time_model says (routing benchmarks)");
+ABSL_FLAG(std::string, step_time_model, "",
+          "--runner=simulated: JSON file of the step-time model (bench/calibrate_step_time.py)");
+ABSL_FLAG(std::string, step_log, "",
+          "Append a CSV line per engine step to this file (duration and token counts)");
 ABSL_FLAG(int64_t, fault_fail_step, 0,
           "TESTING AID ONLY, never in production: the model runner fails from engine step N on "
           "(its in-flight requests end with INTERNAL, health turns NOT_SERVING); 0: off");
@@ -115,6 +127,8 @@ struct Flags {
   RunnerFactoryOptions runner;
   TpGroupOptions tp;
   int64_t fault_fail_step = 0;  // --fault_fail_step
+  // --runner=simulated: a FakeModelRunner whose steps last what this says; nullopt: the model.
+  std::optional<StepTimeModel> simulated;
 };
 
 // Reads the flags and validates them; errors name the flag.
@@ -157,6 +171,25 @@ absl::StatusOr<Flags> ReadFlags() {
   KVSERVE_RETURN_IF_ERROR(flags.tp.Validate());
   options.tensor_parallel_size = flags.tp.size;
   flags.fault_fail_step = absl::GetFlag(FLAGS_fault_fail_step);
+  options.step_log = absl::GetFlag(FLAGS_step_log);
+  const std::string runner = absl::GetFlag(FLAGS_runner);
+  if (runner == "simulated") {
+    if (flags.tp.size != 1) {
+      return absl::InvalidArgumentError("--runner=simulated: needs --tensor_parallel_size=1");
+    }
+    const std::string path = absl::GetFlag(FLAGS_step_time_model);
+    if (path.empty()) return absl::InvalidArgumentError("--step_time_model: required");
+    std::ifstream file(path, std::ios::binary);
+    if (!file) {
+      return absl::InvalidArgumentError(absl::StrCat("--step_time_model: cannot read ", path));
+    }
+    std::ostringstream text;
+    text << file.rdbuf();
+    KVSERVE_ASSIGN_OR_RETURN(flags.simulated, ParseStepTimeModel(text.str()));
+  } else if (runner != "model") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--runner: must be model or simulated, got '", runner, "'"));
+  }
   return flags;
 }
 
@@ -182,7 +215,30 @@ absl::Status AsFlagError(const absl::Status& status) {
 
 // Rank 0's serving side: its model runner (wrapped for the group, and for --fault_fail_step),
 // the tokenizer and the WorkerServer, whose metrics take the group's step times.
+// A simulated worker: the model's tokenizer and shape, a fake runner with its step times. The
+// pool holds as many blocks as the real worker's would (float32 K/V, as on the CPU backend).
+absl::StatusOr<std::unique_ptr<WorkerServer>> StartSimulatedServer(const Flags& flags) {
+  absl::StatusOr<ModelConfig> config = LoadModelConfig(flags.worker.model);
+  if (!config.ok()) return AsFlagError(config.status());
+  KVSERVE_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
+                           Tokenizer::FromModelPath(flags.worker.model));
+  FakeModelOptions fake{
+      .vocab_size = config->vocab_size,
+      .max_context_len = config->max_context,
+      .eos_token_ids = config->eos_token_ids,
+      .kv_bytes_per_token = int64_t{2} * config->num_layers * config->num_kv_heads *
+                            config->head_dim * static_cast<int64_t>(sizeof(float)),
+      .step_time = *flags.simulated};
+  std::cout << "kvserve-worker device=simulated step_time_model=" << fake.step_time.fixed_ms
+            << "ms+" << fake.step_time.prefill_token_ms << "ms/prefill_token+"
+            << fake.step_time.decode_token_ms << "ms/decode_token+"
+            << fake.step_time.attention_ms_per_mtoken << "ms/M_attended" << std::endl;
+  return WorkerServer::Start(flags.worker, std::make_unique<FakeModelRunner>(fake),
+                             std::move(tokenizer), *config);
+}
+
 absl::StatusOr<std::unique_ptr<WorkerServer>> StartServer(const Flags& flags, TpGroup& group) {
+  if (flags.simulated.has_value()) return StartSimulatedServer(flags);
   absl::StatusOr<CreatedRunner> created = CreateLlamaRunner(group.RankOptions(flags.runner));
   if (!created.ok()) return AsFlagError(created.status());
   KVSERVE_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,

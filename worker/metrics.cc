@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "prometheus/text_serializer.h"
 
 namespace kvserve {
@@ -107,7 +108,9 @@ WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry
   }
 }
 
-WorkerMetrics::~WorkerMetrics() = default;
+WorkerMetrics::~WorkerMetrics() {
+  if (step_log_ != nullptr) std::fclose(step_log_);
+}
 
 void WorkerMetrics::SetStatsSource(std::function<EngineStats()> source) {
   absl::MutexLock lock(&mu_);
@@ -139,7 +142,26 @@ prometheus::Counter& WorkerMetrics::FinishedCounter(absl::string_view reason) {
   return requests_finished_->Add({{"reason", std::string(reason)}});
 }
 
+absl::Status WorkerMetrics::OpenStepLog(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "a");
+  if (file == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("--step_log: cannot open ", path));
+  }
+  if (std::ftell(file) == 0) {
+    std::fputs("duration_ms,prefill_tokens,decode_tokens,seqs,attended_tokens\n", file);
+  }
+  if (step_log_ != nullptr) std::fclose(step_log_);
+  step_log_ = file;
+  return absl::OkStatus();
+}
+
 void WorkerMetrics::OnStep(const StepMetrics& step) {
+  if (step_log_ != nullptr) {
+    std::fprintf(step_log_, "%.4f,%d,%d,%d,%lld\n", absl::ToDoubleMilliseconds(step.duration),
+                 step.num_prefill_tokens, step.num_decode_tokens, step.num_seqs,
+                 static_cast<long long>(step.num_attended_tokens));
+    std::fflush(step_log_);
+  }
   steps_->Increment();
   step_duration_->Observe(Seconds(step.duration));
   step_tokens_->Observe(step.num_scheduled_tokens);

@@ -14,6 +14,7 @@
 #ifndef KVSERVE_WORKER_METRICS_H_
 #define KVSERVE_WORKER_METRICS_H_
 
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <string>
@@ -48,6 +49,12 @@ class WorkerMetrics : public EngineObserver, public prometheus::Collectable {
   // Thread-safe; may be called again to replace or (with nullptr) remove the source.
   void SetStatsSource(std::function<EngineStats()> source);
 
+  // Appends one CSV line per engine step to `path` from now on (header first when the file is
+  // empty): duration_ms,prefill_tokens,decode_tokens,seqs,attended_tokens. What
+  // bench/calibrate_step_time.py fits a simulated worker's step time to. Call before the engine
+  // runs steps. INVALID_ARGUMENT naming --step_log when the file cannot be opened.
+  absl::Status OpenStepLog(const std::string& path);
+
   // Sets the capacity gauges from `stats` now (Collect does this itself when a source is set).
   void UpdateCapacity(const EngineStats& stats);
 
@@ -72,6 +79,8 @@ class WorkerMetrics : public EngineObserver, public prometheus::Collectable {
   std::string Serialize() const;
 
  private:
+  // The --step_log file (engine thread only once the engine runs); null when off.
+  std::FILE* step_log_ = nullptr;
   prometheus::Counter& FinishedCounter(absl::string_view reason);
   void ApplyCapacity(const EngineStats& stats) const;  // the gauges are pointers: const is fine
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "kvcache/kv_layout.h"
+#include "nlohmann/json.hpp"
 
 namespace kvserve {
 namespace {
@@ -103,6 +104,32 @@ absl::StatusOr<TlsMaterial> LoadTlsFiles(const WorkerOptions& options) {
     material.client_ca_pem = std::move(ca);
   }
   return material;
+}
+
+absl::StatusOr<StepTimeModel> ParseStepTimeModel(absl::string_view json_text) {
+  const nlohmann::json json = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) {
+    return absl::InvalidArgumentError("--step_time_model: not a JSON object");
+  }
+  StepTimeModel model;
+  const std::pair<const char*, double*> fields[] = {
+      {"fixed_ms", &model.fixed_ms},
+      {"prefill_token_ms", &model.prefill_token_ms},
+      {"decode_token_ms", &model.decode_token_ms},
+      {"attention_ms_per_mtoken", &model.attention_ms_per_mtoken}};
+  for (const auto& [name, value] : fields) {
+    auto it = json.find(name);
+    if (it == json.end()) continue;
+    if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--step_time_model: ", name, ": must be a number >= 0"));
+    }
+    *value = it->get<double>();
+  }
+  if (model.empty()) {
+    return absl::InvalidArgumentError("--step_time_model: every field is 0 or absent");
+  }
+  return model;
 }
 
 }  // namespace kvserve

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "runner/fake_model_runner.h"
 
 namespace kvserve {
 
@@ -44,6 +45,7 @@ struct WorkerOptions {
   std::vector<std::string> http_model_aliases;  // --http_model_aliases: other model names
   // --tensor_parallel_size: ranks of the group this process leads (WorkerIdentity, ModelInfo).
   int32_t tensor_parallel_size = 1;
+  std::string step_log;  // --step_log: a CSV line per engine step (WorkerMetrics::OpenStepLog)
 
   // OK, or INVALID_ARGUMENT whose message starts with the flag, e.g.
   // "--block_size: must be a power of two in [1, 256], got 12".
@@ -61,6 +63,11 @@ struct TlsMaterial {
 // Reads the files; INVALID_ARGUMENT naming the flag when one cannot be read or is empty.
 // REQUIRES: options.Validate().ok() and options.tls_enabled()
 absl::StatusOr<TlsMaterial> LoadTlsFiles(const WorkerOptions& options);
+
+// A --step_time_model file: a JSON object with the StepTimeModel fields (fixed_ms,
+// prefill_token_ms, decode_token_ms, attention_ms_per_mtoken; each a number >= 0, absent: 0)
+// and any other keys (e.g. "source") ignored. INVALID_ARGUMENT naming the flag and the field.
+absl::StatusOr<StepTimeModel> ParseStepTimeModel(absl::string_view json_text);
 
 // Splits "host:port" (host may be "[v6]"); INVALID_ARGUMENT naming `flag` when malformed or the
 // port is outside [0, 65535].

@@ -58,6 +58,9 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
 
   server->tokenizer_ = std::move(tokenizer);
   server->metrics_ = std::make_shared<WorkerMetrics>();
+  if (!options.step_log.empty()) {
+    KVSERVE_RETURN_IF_ERROR(server->metrics_->OpenStepLog(options.step_log));
+  }
   absl::StatusOr<std::unique_ptr<Engine>> engine =
       Engine::Create(ToEngineOptions(options), std::move(runner), server->tokenizer_.get(),
                      server->metrics_.get());

@@ -55,5 +55,32 @@ TEST(WorkerOptions, UnreadableTlsFileIsNamed) {
   ExpectError(LoadTlsFiles(options).status(), absl::StatusCode::kInvalidArgument, "--tls_cert");
 }
 
+TEST(WorkerOptions, StepTimeModelReadsItsFieldsAndIgnoresOthers) {
+  absl::StatusOr<StepTimeModel> model = ParseStepTimeModel(
+      R"({"fixed_ms": 3.5, "prefill_token_ms": 0.25, "decode_token_ms": 1,
+          "attention_ms_per_mtoken": 40, "source": "fit of 1200 steps"})");
+  KVSERVE_ASSERT_OK(model);
+  EXPECT_EQ(model->fixed_ms, 3.5);
+  EXPECT_EQ(model->prefill_token_ms, 0.25);
+  EXPECT_EQ(model->decode_token_ms, 1);
+  EXPECT_EQ(model->attention_ms_per_mtoken, 40);
+  // 3.5 + 0.25 * 100 + 1 * 8 + 40 * 2e6 / 1e6 = 116.5 ms
+  EXPECT_EQ(model->Of(100, 8, 2'000'000), absl::Microseconds(116500));
+  absl::StatusOr<StepTimeModel> partial = ParseStepTimeModel(R"({"decode_token_ms": 2})");
+  KVSERVE_ASSERT_OK(partial);
+  EXPECT_EQ(partial->Of(10, 3, 1000), absl::Milliseconds(6));
+}
+
+TEST(WorkerOptions, BadStepTimeModelIsNamed) {
+  for (const char* text : {"[1, 2]", "{not json", R"({"fixed_ms": -1})",
+                           R"({"decode_token_ms": "fast"})", R"({"source": "only"})"}) {
+    SCOPED_TRACE(text);
+    ExpectError(ParseStepTimeModel(text).status(), absl::StatusCode::kInvalidArgument,
+                "--step_time_model");
+  }
+  EXPECT_THAT(ParseStepTimeModel(R"({"fixed_ms": -1})").status().message(),
+              ::testing::HasSubstr("fixed_ms"));
+}
+
 }  // namespace
 }  // namespace kvserve
