@@ -1,12 +1,31 @@
 #include "router/cluster_books.h"
 
 #include <algorithm>
+#include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 
 namespace kvserve {
+namespace {
+
+// A well-mixed 64-bit hash of a counter (splitmix64's finaliser): the random policy's draws.
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+std::string_view IndexStateName(const WorkerSummary& worker) {
+  if (worker.health == WorkerHealth::kUnreachable || worker.health == WorkerHealth::kRefused) {
+    return "stale";
+  }
+  return worker.sync == KvSyncState::kInSync ? "exact" : "resyncing";
+}
 
 absl::StatusOr<std::unique_ptr<ClusterBooks>> ClusterBooks::Create(
     const RouterCoreOptions& options) {
@@ -14,7 +33,8 @@ absl::StatusOr<std::unique_ptr<ClusterBooks>> ClusterBooks::Create(
   return std::unique_ptr<ClusterBooks>(new ClusterBooks(options));
 }
 
-ClusterBooks::ClusterBooks(const RouterCoreOptions& options) : options_(options) {}
+ClusterBooks::ClusterBooks(const RouterCoreOptions& options)
+    : options_(options), random_seed_(std::random_device{}()) {}
 
 absl::Status ClusterBooks::AddWorker(const std::string& worker_id) {
   absl::MutexLock lock(&mu_);
@@ -84,6 +104,16 @@ absl::Status ClusterBooks::MarkUnreachable(const std::string& worker_id) {
   return absl::OkStatus();
 }
 
+absl::Status ClusterBooks::MarkRefused(const std::string& worker_id, std::string reason) {
+  absl::MutexLock lock(&mu_);
+  WorkerBooks* books = Find(worker_id);
+  if (books == nullptr) {
+    return absl::NotFoundError(absl::StrCat("worker ", worker_id, " is not registered"));
+  }
+  books->MarkRefused(std::move(reason));
+  return absl::OkStatus();
+}
+
 PreparedRoute ClusterBooks::Prepare(RouteRequest request) const {
   PreparedRoute prepared;
   prepared.request = std::move(request);
@@ -123,6 +153,7 @@ RoutingDecision ClusterBooks::Decide(const PreparedRoute& prepared, int* chosen_
   query.context_length = request.context_length;
   query.block_size = options_.block_size;
   query.prefer_longest_prefix = request.prefer_longest_prefix;
+  query.random_draw = SplitMix64(random_seed_ + num_routed_);
 
   WorkerMask candidates;
   for (const std::unique_ptr<WorkerBooks>& books : workers_) {
@@ -155,10 +186,12 @@ RoutingDecision ClusterBooks::Decide(const PreparedRoute& prepared, int* chosen_
     load_slots_.push_back(slot);
   });
 
-  const RoutingChoice choice = ChooseWorker(query, loads_, options_.weights);
+  const RoutingChoice choice = ChooseWorker(query, loads_, options_.weights, options_.policy);
   RoutingDecision decision;
   decision.verdict = choice.verdict;
+  decision.available_cached_tokens = choice.best_cached_blocks * options_.block_size;
   decision.needed_blocks = choice.needed_blocks;
+  decision.prompt_tokens = query.prompt_tokens;
   decision.num_candidates = static_cast<int>(loads_.size());
   if (choice.verdict != RouteVerdict::kRouted) return decision;
 
@@ -223,12 +256,14 @@ std::vector<WorkerSummary> ClusterBooks::Workers() const {
     summaries.push_back(WorkerSummary{.worker_id = books->worker_id(),
                                       .reported_id = books->reported_id(),
                                       .health = books->health(),
+                                      .refused_reason = books->refused_reason(),
                                       .capacity_known = books->has_capacity(),
                                       .sync = books->sync_state(),
                                       .capacity = books->capacity(),
                                       .cached_blocks = books->cached_blocks(),
                                       .reserved_blocks = books->reserved_blocks(),
-                                      .outstanding_requests = books->outstanding_requests()});
+                                      .outstanding_requests = books->outstanding_requests(),
+                                      .last_report = books->last_report()});
   }
   return summaries;
 }

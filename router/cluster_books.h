@@ -72,10 +72,13 @@ struct RoutingDecision {
   RouteVerdict verdict = RouteVerdict::kNoWorker;
   std::string worker_id;       // kRouted only
   int64_t cached_tokens = 0;   // prefix tokens the chosen worker is believed to hold
+  // The longest prefix (tokens) any candidate worker is believed to hold: the reuse available.
+  int64_t available_cached_tokens = 0;
   double cost = 0;             // the chosen worker's cost (routing_policy.h)
   int64_t charged_blocks = 0;  // reserved on the chosen worker
   int64_t needed_blocks = 0;
-  int num_candidates = 0;  // routable workers considered
+  int64_t prompt_tokens = 0;  // the context the request prefills (RouteRequest::tokens)
+  int num_candidates = 0;     // routable workers considered
 };
 
 // A worker's books, copied out for metrics and debugging.
@@ -83,13 +86,20 @@ struct WorkerSummary {
   std::string worker_id = {};    // the address the router dials
   std::string reported_id = {};  // the worker's own id (WorkerIdentity), once reported
   WorkerHealth health = WorkerHealth::kUnreachable;
-  bool capacity_known = false;  // a capacity report arrived
+  std::string refused_reason = {};  // health kRefused: which fingerprint part differs
+  bool capacity_known = false;      // a capacity report arrived
   KvSyncState sync = KvSyncState::kAwaitingSnapshot;
   WorkerCapacity capacity;
   int64_t cached_blocks = 0;
   int64_t reserved_blocks = 0;
   int outstanding_requests = 0;
+  absl::Time last_report = absl::InfinitePast();  // the last status message applied
 };
+
+// The router's index of one worker's cached blocks, for metrics and the admin API: "exact" (in
+// sync with its KV events), "resyncing" (waiting for or receiving a snapshot while reachable) or
+// "stale" (unreachable or refused: its hashes were dropped).
+std::string_view IndexStateName(const WorkerSummary& worker);
 
 class ClusterBooks {
  public:
@@ -115,6 +125,8 @@ class ClusterBooks {
   // (which starts with a snapshot) arrives; do not apply the old stream's messages after this.
   // Reservations stay: their requests Release them. NOT_FOUND when unknown.
   absl::Status MarkUnreachable(const std::string& worker_id);
+  // WorkerBooks::MarkRefused (an empty reason lifts the refusal). NOT_FOUND when unknown.
+  absl::Status MarkRefused(const std::string& worker_id, std::string reason);
 
   // Hashes the request's full blocks. Takes no lock.
   PreparedRoute Prepare(RouteRequest request) const;
@@ -162,6 +174,7 @@ class ClusterBooks {
   // Routing decisions made so far, and per slot the decision that last chose the worker there
   // (0: never): the routing policy's last tie-breaker.
   uint64_t num_routed_ ABSL_GUARDED_BY(mu_) = 0;
+  const uint64_t random_seed_;  // the random policy's draws: a hash of (seed, num_routed_)
   std::array<uint64_t, WorkerMask::kMaxWorkers> last_chosen_ ABSL_GUARDED_BY(mu_) = {};
   // Scratch for Decide, reused to avoid allocating per decision.
   mutable std::vector<int> matched_ ABSL_GUARDED_BY(mu_);

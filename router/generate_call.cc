@@ -295,6 +295,11 @@ void GenerateCall::OnAdmitted(AdmissionOutcome outcome) {
     Admit();
   } else {
     metrics->RecordRouted(worker_id);
+    if (attempt == 0) {
+      metrics->RecordRoutingQuality(outcome.decision->prompt_tokens,
+                                    outcome.decision->available_cached_tokens,
+                                    outcome.decision->cached_tokens);
+    }
     OpenUpstream(worker_id, std::move(worker));
   }
   Unref();
@@ -328,13 +333,17 @@ void GenerateCall::OpenUpstream(const std::string& worker_id,
 void GenerateCall::OnUpstreamMessage(Upstream* upstream) {
   Actions actions;
   bool first = false;
+  int64_t delivered = -1;  // the usage's cached prompt tokens, when this message carries usage
   {
     absl::MutexLock lock(&mu_);
     read_in_flight_ = false;
     if (!cancelled_ && !client_gone_) {
       first = !upstream->started;
       upstream->started = true;
-      if (progress_.Apply(upstream->response())) upstream->got_usage = true;
+      if (progress_.Apply(upstream->response())) {
+        upstream->got_usage = true;
+        delivered = upstream->response()->usage().cached_prompt_tokens();
+      }
       write_message_.Swap(upstream->response());  // the next read starts after the send
       write_in_flight_ = true;
       actions.write = true;
@@ -342,6 +351,7 @@ void GenerateCall::OnUpstreamMessage(Upstream* upstream) {
     PlanLocked(&actions);
   }
   if (first) proxy_->books()->MarkStarted(request_.router_request_id);
+  if (delivered >= 0) proxy_->metrics()->RecordDeliveredReuse(delivered);
   Execute(std::move(actions));
 }
 

@@ -24,6 +24,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "api/program_usage.h"
 #include "model/default_model.h"
@@ -39,6 +40,9 @@ ABSL_FLAG(std::string, model, kvserve::DefaultModelPath(),
           "GGUF file or Hugging Face directory: only its tokenizer is loaded");
 ABSL_FLAG(std::string, router_id, "", "Name sent to workers (default: router-<host>-<pid>)");
 ABSL_FLAG(int32_t, block_size, 16, "Tokens per KV block; every worker must use the same");
+ABSL_FLAG(std::string, routing_policy, "kv_aware",
+          "Which fitting worker takes a request: kv_aware (cached prefix, pool usage, queues), "
+          "round_robin, least_loaded or random; admission and migration are the same for all");
 ABSL_FLAG(int32_t, max_queue, 1024,
           "Requests that may wait for capacity; more: RESOURCE_EXHAUSTED");
 ABSL_FLAG(int32_t, max_migrations, 3, "Times one request may move to another worker");
@@ -79,6 +83,12 @@ int Run() {
   options.model = absl::GetFlag(FLAGS_model);
   options.router_id = absl::GetFlag(FLAGS_router_id);
   options.core.block_size = absl::GetFlag(FLAGS_block_size);
+  absl::StatusOr<RoutingPolicy> policy = ParseRoutingPolicy(absl::GetFlag(FLAGS_routing_policy));
+  if (!policy.ok()) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--routing_policy: ", policy.status().message())));
+  }
+  options.core.policy = *policy;
   options.core.admission.max_waiting_requests = absl::GetFlag(FLAGS_max_queue);
   options.max_migrations = absl::GetFlag(FLAGS_max_migrations);
   options.status_interval_ms = absl::GetFlag(FLAGS_status_interval_ms);
@@ -109,7 +119,8 @@ int Run() {
   absl::StatusOr<std::unique_ptr<RouterServer>> server = RouterServer::Start(options);
   if (!server.ok()) return Fail(server.status());
   std::cout << "kvserve-router grpc_port=" << (*server)->grpc_port() << "\n"
-            << "kvserve-router metrics_port=" << (*server)->metrics_port() << "\n";
+            << "kvserve-router metrics_port=" << (*server)->metrics_port() << "\n"
+            << "kvserve-router routing_policy=" << RoutingPolicyName(options.core.policy) << "\n";
   if ((*server)->http_port() >= 0) {
     std::cout << "kvserve-router http_port=" << (*server)->http_port() << "\n";
   }

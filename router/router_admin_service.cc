@@ -1,8 +1,11 @@
 #include "router/router_admin_service.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "api/unary_call.h"
 
 namespace kvserve {
@@ -20,6 +23,8 @@ v1::WorkerHealth ToProto(WorkerHealth health) {
       return v1::WORKER_HEALTH_FAILED;
     case WorkerHealth::kUnreachable:
       return v1::WORKER_HEALTH_UNREACHABLE;
+    case WorkerHealth::kRefused:
+      return v1::WORKER_HEALTH_REFUSED;
   }
   return v1::WORKER_HEALTH_UNSPECIFIED;
 }
@@ -31,6 +36,7 @@ v1::ListWorkersResponse ToListWorkersResponse(std::vector<WorkerSummary> workers
     return a.worker_id < b.worker_id;
   });
   v1::ListWorkersResponse response;
+  const absl::Time now = absl::Now();
   for (const WorkerSummary& worker : workers) {
     v1::WorkerInfo* info = response.add_workers();
     info->set_address(worker.worker_id);
@@ -47,6 +53,11 @@ v1::ListWorkersResponse ToListWorkersResponse(std::vector<WorkerSummary> workers
     info->set_waiting_requests(worker.capacity.waiting_requests);
     info->set_reserved_blocks(worker.reserved_blocks);
     info->set_outstanding_requests(worker.outstanding_requests);
+    info->set_refused_reason(worker.refused_reason);
+    info->set_index_state(std::string(IndexStateName(worker)));
+    info->set_index_lag_ms(worker.last_report == absl::InfinitePast()
+                               ? -1
+                               : absl::ToInt64Milliseconds(now - worker.last_report));
   }
   return response;
 }

@@ -1,5 +1,7 @@
 #include "router/router_metrics.h"
 
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -18,7 +20,13 @@ constexpr std::pair<const char*, const char*> kWorkerGauges[] = {
     {"kvserve_router_worker_running_requests", "Requests the worker is generating"},
     {"kvserve_router_worker_waiting_requests", "Requests queued in the worker's scheduler"},
     {"kvserve_router_worker_healthy", "1 when the worker is routable, 0 otherwise"},
+    {"kvserve_router_worker_last_report_timestamp_seconds",
+     "Unix time of the worker's last status message applied to the index (0: none); "
+     "time() minus this is the index's lag"},
 };
+
+// The states of kvserve_router_worker_index_state, in the order of WorkerGauges::index_states.
+constexpr const char* kIndexStates[] = {"exact", "resyncing", "stale"};
 
 prometheus::Histogram::BucketBoundaries SecondsBuckets() {
   return {0.00001, 0.00003, 0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100};
@@ -63,6 +71,33 @@ RouterMetrics::RouterMetrics() : registry_(std::make_shared<prometheus::Registry
                      .Help("Requests moved to another worker after theirs failed mid-stream")
                      .Register(r)
                      .Add({});
+  index_state_ = &prometheus::BuildGauge()
+                      .Name("kvserve_router_worker_index_state")
+                      .Help("The router's index of the worker's cached blocks: 1 for its state "
+                            "(exact: in sync with its KV events; resyncing: awaiting a snapshot; "
+                            "stale: unreachable or refused, hashes dropped), 0 for the others")
+                      .Register(r);
+  routed_prompt_tokens_ = &prometheus::BuildCounter()
+                               .Name("kvserve_router_routed_prompt_tokens_total")
+                               .Help("Prompt tokens of requests routed (first dispatch)")
+                               .Register(r)
+                               .Add({});
+  auto& prefix_tokens = prometheus::BuildCounter()
+                            .Name("kvserve_router_prefix_reuse_tokens_total")
+                            .Help("Prompt tokens of cached prefix: available (the longest on "
+                                  "any routable worker), captured (on the chosen worker), "
+                                  "delivered (the worker reported served from its cache)")
+                            .Register(r);
+  available_tokens_ = &prefix_tokens.Add({{"stage", "available"}});
+  captured_tokens_ = &prefix_tokens.Add({{"stage", "captured"}});
+  delivered_tokens_ = &prefix_tokens.Add({{"stage", "delivered"}});
+  auto& ratios = prometheus::BuildGauge()
+                     .Name("kvserve_router_prefix_reuse_ratio")
+                     .Help("Cached prefix tokens captured by routing / delivered by workers, as "
+                           "a fraction of those available, since start")
+                     .Register(r);
+  captured_ratio_ = &ratios.Add({{"stage", "captured"}});
+  delivered_ratio_ = &ratios.Add({{"stage", "delivered"}});
 }
 
 RouterMetrics::WorkerGauges& RouterMetrics::GaugesFor(const std::string& worker_id) {
@@ -73,7 +108,10 @@ RouterMetrics::WorkerGauges& RouterMetrics::GaugesFor(const std::string& worker_
     gauges.push_back(&family->Add({{"worker", worker_id}}));
   }
   WorkerGauges added{gauges[0], gauges[1], gauges[2], gauges[3], gauges[4],
-                     gauges[5], gauges[6], gauges[7], gauges[8]};
+                     gauges[5], gauges[6], gauges[7], gauges[8], gauges[9], {}};
+  for (const char* state : kIndexStates) {
+    added.index_states.push_back(&index_state_->Add({{"worker", worker_id}, {"state", state}}));
+  }
   return workers_.emplace(worker_id, added).first->second;
 }
 
@@ -81,8 +119,10 @@ void RouterMetrics::RemoveGauges(const WorkerGauges& gauges) {
   prometheus::Gauge* const all[] = {
       gauges.total_blocks,     gauges.free_blocks,      gauges.evictable_blocks,
       gauges.used_blocks,      gauges.cached_blocks,    gauges.reserved_blocks,
-      gauges.running_requests, gauges.waiting_requests, gauges.healthy};
+      gauges.running_requests, gauges.waiting_requests, gauges.healthy,
+      gauges.last_report_timestamp};
   for (size_t i = 0; i < worker_families_.size(); ++i) worker_families_[i]->Remove(all[i]);
+  for (prometheus::Gauge* state : gauges.index_states) index_state_->Remove(state);
 }
 
 void RouterMetrics::SetWorkers(const std::vector<WorkerSummary>& workers) {
@@ -100,6 +140,13 @@ void RouterMetrics::SetWorkers(const std::vector<WorkerSummary>& workers) {
     g.running_requests->Set(worker.capacity.running_requests);
     g.waiting_requests->Set(worker.capacity.waiting_requests);
     g.healthy->Set(worker.health == WorkerHealth::kHealthy ? 1 : 0);
+    g.last_report_timestamp->Set(worker.last_report == absl::InfinitePast()
+                                     ? 0
+                                     : absl::ToDoubleSeconds(worker.last_report - absl::UnixEpoch()));
+    const std::string_view state = IndexStateName(worker);
+    for (size_t i = 0; i < g.index_states.size(); ++i) {
+      g.index_states[i]->Set(state == kIndexStates[i] ? 1 : 0);
+    }
   }
   for (auto it = workers_.begin(); it != workers_.end();) {
     if (listed.contains(it->first)) {
@@ -113,6 +160,28 @@ void RouterMetrics::SetWorkers(const std::vector<WorkerSummary>& workers) {
 
 void RouterMetrics::RecordRouted(const std::string& worker_id) {
   routed_->Add({{"worker", worker_id}}).Increment();
+}
+
+void RouterMetrics::RecordRoutingQuality(int64_t prompt_tokens, int64_t available_tokens,
+                                         int64_t captured_tokens) {
+  absl::MutexLock lock(&mu_);
+  routed_prompt_tokens_->Increment(static_cast<double>(prompt_tokens));
+  available_tokens_->Increment(static_cast<double>(available_tokens));
+  captured_tokens_->Increment(static_cast<double>(captured_tokens));
+  UpdateReuseRatios();
+}
+
+void RouterMetrics::RecordDeliveredReuse(int64_t cached_tokens) {
+  absl::MutexLock lock(&mu_);
+  delivered_tokens_->Increment(static_cast<double>(cached_tokens));
+  UpdateReuseRatios();
+}
+
+void RouterMetrics::UpdateReuseRatios() {
+  const double available = available_tokens_->Value();
+  if (available <= 0) return;
+  captured_ratio_->Set(captured_tokens_->Value() / available);
+  delivered_ratio_->Set(delivered_tokens_->Value() / available);
 }
 
 void RouterMetrics::RecordDecision(absl::Duration latency) {

@@ -1,12 +1,17 @@
 // RouterMetrics: the router's Prometheus metrics, all prefixed kvserve_router_ (docs/metrics.md,
 // "Router"): per-worker capacity gauges from the router's books (label `worker`), requests routed
-// per worker, admission queue depth and wait time, routing decision latency, migrations, and
-// rejections by reason. Served by prometheus::Exposer through registry().
+// per worker, admission queue depth and wait time, routing decision latency, migrations,
+// rejections by reason, and the routing quality: how much prefix reuse each decision had
+// available (the longest prefix any routable worker holds), how much it captured (the chosen
+// worker's), and how much the worker delivered (the prompt tokens it reported cached), with the
+// state of the index per worker (exact / resyncing / stale) and when it was last updated.
+// Served by prometheus::Exposer through registry().
 //
 // Thread-safety: thread-safe (prometheus-cpp metrics are; `mu_` guards the per-worker gauges).
 #ifndef KVSERVE_ROUTER_ROUTER_METRICS_H_
 #define KVSERVE_ROUTER_ROUTER_METRICS_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +46,12 @@ class RouterMetrics {
   void RecordDecision(absl::Duration latency);
   void RecordQueueWait(absl::Duration wait);
   void RecordMigration() { migrations_->Increment(); }
+  // A request's first dispatch (migrations are not counted): its prompt tokens, the longest
+  // cached prefix on any routable worker and on the chosen one, in tokens, as the index believes.
+  void RecordRoutingQuality(int64_t prompt_tokens, int64_t available_tokens,
+                            int64_t captured_tokens);
+  // The worker that finished a request reported this many prompt tokens served from its cache.
+  void RecordDeliveredReuse(int64_t cached_tokens);
   // `reason`: queue_full, never_fits, no_worker, shutting_down (RefusalLabel), unauthenticated,
   // invalid_argument, deadline, cancelled, migrations_exhausted, worker_error.
   void RecordRejection(absl::string_view reason);
@@ -58,9 +69,13 @@ class RouterMetrics {
     prometheus::Gauge* running_requests;
     prometheus::Gauge* waiting_requests;
     prometheus::Gauge* healthy;
+    prometheus::Gauge* last_report_timestamp;
+    // kvserve_router_worker_index_state{state="exact"|"resyncing"|"stale"}: one of them is 1.
+    std::vector<prometheus::Gauge*> index_states;
   };
   WorkerGauges& GaugesFor(const std::string& worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveGauges(const WorkerGauges& gauges) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpdateReuseRatios() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::shared_ptr<prometheus::Registry> registry_;
   // Per-worker gauge families, in the order of WorkerGauges' members.
@@ -72,6 +87,13 @@ class RouterMetrics {
   prometheus::Histogram* queue_wait_seconds_;
   prometheus::Histogram* decision_seconds_;
   prometheus::Counter* migrations_;
+  prometheus::Family<prometheus::Gauge>* index_state_;
+  prometheus::Counter* routed_prompt_tokens_;
+  prometheus::Counter* available_tokens_;
+  prometheus::Counter* captured_tokens_;
+  prometheus::Counter* delivered_tokens_;
+  prometheus::Gauge* captured_ratio_;
+  prometheus::Gauge* delivered_ratio_;
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, WorkerGauges> workers_ ABSL_GUARDED_BY(mu_);

@@ -1,6 +1,7 @@
 #include "router/router_options.h"
 
 #include <cmath>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -16,7 +17,34 @@ absl::Status CheckWeight(const char* name, double value) {
   return absl::OkStatus();
 }
 
+constexpr RoutingPolicy kPolicies[] = {RoutingPolicy::kKvAware, RoutingPolicy::kRoundRobin,
+                                       RoutingPolicy::kLeastLoaded, RoutingPolicy::kRandom};
+
 }  // namespace
+
+std::string_view RoutingPolicyName(RoutingPolicy policy) {
+  switch (policy) {
+    case RoutingPolicy::kKvAware:
+      return "kv_aware";
+    case RoutingPolicy::kRoundRobin:
+      return "round_robin";
+    case RoutingPolicy::kLeastLoaded:
+      return "least_loaded";
+    case RoutingPolicy::kRandom:
+      return "random";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<RoutingPolicy> ParseRoutingPolicy(std::string_view name) {
+  std::string names;
+  for (RoutingPolicy policy : kPolicies) {
+    if (RoutingPolicyName(policy) == name) return policy;
+    if (!names.empty()) names += ", ";
+    names += RoutingPolicyName(policy);
+  }
+  return absl::InvalidArgumentError("must be one of " + names + ", got '" + std::string(name) + "'");
+}
 
 absl::Status RoutingWeights::Validate() const {
   KVSERVE_RETURN_IF_ERROR(CheckWeight("prefill_token_cost", prefill_token_cost));

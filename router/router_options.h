@@ -10,8 +10,10 @@
 #define KVSERVE_ROUTER_ROUTER_OPTIONS_H_
 
 #include <cstdint>
+#include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 namespace kvserve {
@@ -35,6 +37,20 @@ struct RoutingWeights {
   absl::Status Validate() const;
 };
 
+// Which worker a request goes to among those where it fits (routing_policy.h). Everything else
+// (admission, the fit rule, reservations, queueing, migration) is the same under every policy,
+// so an A/B between them changes one thing: the choice.
+enum class RoutingPolicy {
+  kKvAware,      // the lowest routing cost: cached prefix, pool usage, queues (the default)
+  kRoundRobin,   // the fitting worker chosen least recently
+  kLeastLoaded,  // the fitting worker with the fewest running + waiting + outstanding requests
+  kRandom,       // a fitting worker drawn uniformly
+};
+// "kv_aware", "round_robin", "least_loaded", "random": the flag's values.
+std::string_view RoutingPolicyName(RoutingPolicy policy);
+// INVALID_ARGUMENT listing the accepted names when `name` is none of them.
+absl::StatusOr<RoutingPolicy> ParseRoutingPolicy(std::string_view name);
+
 struct AdmissionOptions {
   // Requests that may wait for capacity at once; one more is refused with RESOURCE_EXHAUSTED.
   int max_waiting_requests = 1024;
@@ -51,6 +67,7 @@ struct RouterCoreOptions {
   // because a report the worker built just before it admitted the request can arrive after the
   // request's first output.
   int reports_to_cover_reservation = 2;
+  RoutingPolicy policy = RoutingPolicy::kKvAware;
   RoutingWeights weights = {};
   AdmissionOptions admission = {};
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/grpc_server.h"
+#include "api/serving_fingerprint.h"
 #include "base/status_macros.h"
 #include "http/metrics_exposer.h"
 
@@ -64,6 +65,8 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
   connection.status_interval_ms = options.status_interval_ms;
   connection.liveness_timeout = absl::Seconds(options.worker_liveness_timeout_s);
   connection.stream_progress_timeout = absl::Seconds(options.stream_progress_timeout_s);
+  connection.fingerprint =
+      ServingFingerprintOf(server->renderer_->tokenizer(), options.core.block_size);
   connection.on_books_changed = [books = server->books_.get(), metrics = server->metrics_.get(),
                                  queue = server->queue_.get()] {
     metrics->SetWorkers(books->Workers());

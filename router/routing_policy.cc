@@ -1,6 +1,7 @@
 #include "router/routing_policy.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "kvcache/kv_budget.h"
 
@@ -28,9 +29,27 @@ int64_t NeededBlocks(const RoutingQuery& query) {
       .blocks;
 }
 
-// True when `a` beats `b` (both fit).
-bool Better(const RoutingQuery& query, const WorkerCost& a, const WorkerLoad& a_load,
-            const WorkerCost& b, const WorkerLoad& b_load) {
+int64_t AvailableBlocks(const WorkerLoad& load) {
+  return std::max<int64_t>(0, load.free_blocks - load.reserved_blocks);
+}
+
+int32_t QueuedAndRunning(const WorkerLoad& load) {
+  return load.running_requests + load.waiting_requests + load.outstanding_requests;
+}
+
+// True when `a` beats `b` (both fit) under `policy` (not kRandom, which draws instead).
+bool Better(RoutingPolicy policy, const RoutingQuery& query, const WorkerCost& a,
+            const WorkerLoad& a_load, const WorkerCost& b, const WorkerLoad& b_load) {
+  if (policy == RoutingPolicy::kRoundRobin) return a_load.last_chosen < b_load.last_chosen;
+  if (policy == RoutingPolicy::kLeastLoaded) {
+    if (QueuedAndRunning(a_load) != QueuedAndRunning(b_load)) {
+      return QueuedAndRunning(a_load) < QueuedAndRunning(b_load);
+    }
+    if (AvailableBlocks(a_load) != AvailableBlocks(b_load)) {
+      return AvailableBlocks(a_load) > AvailableBlocks(b_load);
+    }
+    return a_load.last_chosen < b_load.last_chosen;
+  }
   if (query.prefer_longest_prefix && a.cached_blocks != b.cached_blocks) {
     return a.cached_blocks > b.cached_blocks;
   }
@@ -51,7 +70,7 @@ WorkerCost CostOf(const RoutingQuery& query, const WorkerLoad& load,
   result.cached_blocks = std::clamp<int64_t>(load.matched_blocks, 0, max_cached);
   result.charged_blocks =
       needed - result.cached_blocks + std::min(result.cached_blocks, load.evictable_blocks);
-  const int64_t available = std::max<int64_t>(0, load.free_blocks - load.reserved_blocks);
+  const int64_t available = AvailableBlocks(load);
   // A worker whose waiting queue would be full (its report plus what this router sent since)
   // would refuse the request: it waits here instead, like a request that does not fit.
   const bool queue_has_room =
@@ -76,7 +95,7 @@ WorkerCost CostOf(const RoutingQuery& query, const WorkerLoad& load,
 }
 
 RoutingChoice ChooseWorker(const RoutingQuery& query, absl::Span<const WorkerLoad> candidates,
-                           const RoutingWeights& weights) {
+                           const RoutingWeights& weights, RoutingPolicy policy) {
   RoutingChoice choice;
   choice.needed_blocks = NeededBlocks(query);
   if (choice.needed_blocks > query.largest_pool_blocks) {
@@ -87,15 +106,24 @@ RoutingChoice ChooseWorker(const RoutingQuery& query, absl::Span<const WorkerLoa
     choice.verdict = RouteVerdict::kNoWorker;
     return choice;
   }
+  std::vector<WorkerCost> costs(candidates.size());
+  std::vector<int> fitting;
   for (int i = 0; i < static_cast<int>(candidates.size()); ++i) {
-    const WorkerCost cost = CostOf(query, candidates[i], weights);
-    if (!cost.fits) continue;
-    if (choice.index < 0 ||
-        Better(query, cost, candidates[i], choice.chosen, candidates[choice.index])) {
-      choice.index = i;
-      choice.chosen = cost;
+    costs[i] = CostOf(query, candidates[i], weights);
+    choice.best_cached_blocks = std::max(choice.best_cached_blocks, costs[i].cached_blocks);
+    if (costs[i].fits) fitting.push_back(i);
+  }
+  if (policy == RoutingPolicy::kRandom) {
+    if (!fitting.empty()) choice.index = fitting[query.random_draw % fitting.size()];
+  } else {
+    for (int i : fitting) {
+      if (choice.index < 0 || Better(policy, query, costs[i], candidates[i], costs[choice.index],
+                                     candidates[choice.index])) {
+        choice.index = i;
+      }
     }
   }
+  if (choice.index >= 0) choice.chosen = costs[choice.index];
   choice.verdict = choice.index >= 0 ? RouteVerdict::kRouted : RouteVerdict::kNoFitNow;
   return choice;
 }

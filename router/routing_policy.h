@@ -20,10 +20,16 @@
 //            + pool_usage_cost * (total - available + charged) / total
 //            + waiting_request_cost * (waiting + outstanding)
 //            + running_request_cost * running
-// and picks the fitting worker with the lowest cost (ties: fewer outstanding requests, then the
-// least recently chosen worker, so equal workers share an idle cluster evenly). For a migration
-// (`prefer_longest_prefix`) the fitting worker with the most cached blocks wins, cost breaking
-// ties. docs/routing.md has a worked example.
+// and, under the kv_aware policy, picks the fitting worker with the lowest cost (ties: fewer
+// outstanding requests, then the least recently chosen worker, so equal workers share an idle
+// cluster evenly). For a migration (`prefer_longest_prefix`) the fitting worker with the most
+// cached blocks wins, cost breaking ties. docs/routing.md has a worked example.
+//
+// The other policies (router_options.h) choose among the same fitting workers without looking at
+// the prefix: round_robin the least recently chosen, least_loaded the fewest running + waiting +
+// outstanding requests (ties: more available blocks, then least recently chosen), random the
+// fitting worker `random_draw % fitting` in candidate order. The fit rule, the verdicts and the
+// charged blocks are the policy's in none of them, so every policy admits and reserves alike.
 //
 // Verdicts: kRouted; kNeverFits when `needed` exceeds the largest pool of any known worker (the
 // request can never run: refuse it at once); kNoWorker when no candidate is routable; kNoFitNow
@@ -54,7 +60,8 @@ struct RoutingQuery {
   int block_size = 16;
   // The largest total_blocks of any worker the router knows, routable or not.
   int64_t largest_pool_blocks = 0;
-  bool prefer_longest_prefix = false;  // migration: most cached blocks first
+  bool prefer_longest_prefix = false;  // migration: most cached blocks first (kv_aware)
+  uint64_t random_draw = 0;            // the random policy's draw
 };
 
 // One routable worker as the policy sees it.
@@ -87,10 +94,14 @@ struct RoutingChoice {
   int index = -1;  // into the candidates; >= 0 only for kRouted
   WorkerCost chosen;
   int64_t needed_blocks = 0;
+  // The most cached blocks any candidate holds, fitting or not: the reuse the choice could have
+  // captured (routing-quality metrics; `chosen.cached_blocks` is what it captured).
+  int64_t best_cached_blocks = 0;
 };
 
 RoutingChoice ChooseWorker(const RoutingQuery& query, absl::Span<const WorkerLoad> candidates,
-                           const RoutingWeights& weights);
+                           const RoutingWeights& weights,
+                           RoutingPolicy policy = RoutingPolicy::kKvAware);
 
 }  // namespace kvserve
 

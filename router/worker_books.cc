@@ -35,6 +35,8 @@ std::string_view WorkerHealthName(WorkerHealth health) {
       return "failed";
     case WorkerHealth::kUnreachable:
       return "unreachable";
+    case WorkerHealth::kRefused:
+      return "refused";
   }
   return "unknown";
 }
@@ -57,6 +59,7 @@ absl::StatusOr<ApplyResult> WorkerBooks::Apply(const v1::WorkerStatus& status) {
                                                       " differs from the router's ", block_size_));
   }
   ApplyResult result;
+  last_report_ = absl::Now();
   if (status.epoch() != epoch_) {
     const bool restarted = epoch_ != 0;
     epoch_ = status.epoch();
@@ -109,10 +112,15 @@ absl::StatusOr<ApplyResult> WorkerBooks::Apply(const v1::WorkerStatus& status) {
 }
 
 void WorkerBooks::MarkUnreachable() {
-  health_ = WorkerHealth::kUnreachable;
+  health_ = refused_reason_.empty() ? WorkerHealth::kUnreachable : WorkerHealth::kRefused;
   index_->ClearWorker(slot_);
   sync_ = KvSyncState::kAwaitingSnapshot;
   resync_requested_ = false;  // the reconnection brings a snapshot by itself
+}
+
+void WorkerBooks::MarkRefused(std::string reason) {
+  refused_reason_ = std::move(reason);
+  MarkUnreachable();
 }
 
 void WorkerBooks::LoseSync(ApplyResult* result) {

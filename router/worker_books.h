@@ -30,13 +30,15 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "kvserve/v1/worker.pb.h"
 #include "router/prefix_index.h"
 
 namespace kvserve {
 
 // kFailed: the worker's StreamStatus says its engine failed (worker.proto WorkerStatus.failed).
-enum class WorkerHealth { kHealthy, kDraining, kFailed, kUnreachable };
+// kRefused: the worker's serving fingerprint differs from the router's (MarkRefused).
+enum class WorkerHealth { kHealthy, kDraining, kFailed, kUnreachable, kRefused };
 std::string_view WorkerHealthName(WorkerHealth health);
 
 enum class KvSyncState {
@@ -87,6 +89,11 @@ class WorkerBooks {
   // The status stream broke or the worker cannot be reached: not routable, view void until the
   // next snapshot. Reservations stay (their requests end or migrate and Release them).
   void MarkUnreachable();
+  // The worker tokenizes, renders or hashes differently from the router (its ServingFingerprint
+  // differs; `reason` says how): not routable, view void, health kRefused (through later
+  // MarkUnreachable calls too) until called again with an empty reason, which makes it
+  // unreachable until its next report.
+  void MarkRefused(std::string reason);
 
   // Charges `blocks` to this worker for `request_id` (replacing an earlier charge for it).
   void Reserve(const std::string& request_id, int64_t blocks);
@@ -100,6 +107,9 @@ class WorkerBooks {
   const std::string& reported_id() const { return reported_id_; }
   int slot() const { return slot_; }
   WorkerHealth health() const { return health_; }
+  const std::string& refused_reason() const { return refused_reason_; }
+  // When the last status message was applied; InfinitePast before the first.
+  absl::Time last_report() const { return last_report_; }
   // Routable: healthy and its capacity known.
   bool routable() const { return health_ == WorkerHealth::kHealthy && has_capacity_; }
   bool has_capacity() const { return has_capacity_; }
@@ -132,6 +142,8 @@ class WorkerBooks {
   PrefixIndex* const index_;  // not owned
 
   WorkerHealth health_ = WorkerHealth::kUnreachable;  // until the first report
+  std::string refused_reason_;  // non-empty: health_ is kRefused
+  absl::Time last_report_ = absl::InfinitePast();
   bool has_capacity_ = false;
   WorkerCapacity capacity_;
   int64_t reports_received_ = 0;  // messages with capacity, this epoch

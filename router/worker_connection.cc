@@ -7,6 +7,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "api/serving_fingerprint.h"
 
 namespace kvserve {
 
@@ -127,11 +128,34 @@ bool WorkerConnection::FetchModelInfo() {
   }
   kvserve::v1::ModelInfo info;
   grpc::Status status = stub_->GetModelInfo(&context, kvserve::v1::GetModelInfoRequest(), &info);
-  absl::MutexLock lock(&mu_);
-  active_ = nullptr;
-  if (!status.ok()) return false;
-  model_info_ = std::move(info);
-  return true;
+  {
+    absl::MutexLock lock(&mu_);
+    active_ = nullptr;
+    if (!status.ok()) return false;
+  }
+  std::string refusal;
+  if (options_.fingerprint.has_value()) {
+    refusal = FingerprintMismatch(*options_.fingerprint, info.fingerprint());
+  }
+  bool log_refusal = false;
+  {
+    absl::MutexLock lock(&mu_);
+    log_refusal = !refusal.empty() && refusal != refused_reason_;
+    refused_reason_ = refusal;
+    if (refusal.empty()) {
+      model_info_ = std::move(info);
+    } else {
+      model_info_.reset();  // not one of the router's workers: its limits must not count
+    }
+  }
+  if (log_refusal) {
+    std::cerr << "kvserve-router: refusing worker " << address_
+              << ": its serving fingerprint differs from the router's (" << refusal
+              << "); prefix hashes would not match, so it gets no requests" << std::endl;
+  }
+  (void)books_->MarkRefused(address_, refusal);
+  Changed();
+  return refusal.empty();
 }
 
 bool WorkerConnection::StreamOnce() {

@@ -2,7 +2,9 @@
 // status stream and every request proxied there) and a thread that keeps the worker's books
 // current from its Worker.StreamStatus stream.
 //
-// The thread loops: fetch the worker's ModelInfo (GetModelInfo), open StreamStatus, apply every
+// The thread loops: fetch the worker's ModelInfo (GetModelInfo) and compare its serving
+// fingerprint with the router's (a worker that differs is refused: not routable, health
+// "refused" with the reason, asked again after a backoff), open StreamStatus, apply every
 // message to ClusterBooks. When the books say the view lost sync (a sequence gap or a new epoch)
 // it cancels the stream and reopens it at once for a fresh snapshot. When the stream breaks (the
 // worker died, restarted, drained or the network failed) the worker is marked unreachable (not
@@ -57,6 +59,10 @@ struct WorkerConnectionOptions {
   absl::Duration keepalive_timeout = absl::Seconds(1);
   absl::Duration liveness_timeout = absl::Seconds(10);
   absl::Duration stream_progress_timeout = absl::Seconds(30);
+  // The router's own serving fingerprint: a worker whose ModelInfo fingerprint differs
+  // (api/serving_fingerprint.h) is refused (ClusterBooks::MarkRefused, logged once per reason)
+  // and asked again after a backoff. Unset: workers are not checked.
+  std::optional<kvserve::v1::ServingFingerprint> fingerprint;
   // Called after every change applied to the books (metrics refresh); may be empty.
   std::function<void()> on_books_changed;
 };
@@ -100,6 +106,8 @@ class WorkerConnection {
   void Run();
   // One stream, to its end. Returns true when it ended because the books asked for a resync.
   bool StreamOnce();
+  // Fetches the worker's ModelInfo and checks its fingerprint. False when it failed or the
+  // worker is refused.
   bool FetchModelInfo();
   // Sleeps up to `duration`; false when Stop() was called.
   bool SleepUnlessStopped(absl::Duration duration);
@@ -123,6 +131,7 @@ class WorkerConnection {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   grpc::ClientContext* active_ ABSL_GUARDED_BY(mu_) = nullptr;  // the call in flight, if any
   std::optional<kvserve::v1::ModelInfo> model_info_ ABSL_GUARDED_BY(mu_);
+  std::string refused_reason_ ABSL_GUARDED_BY(mu_);  // the last refusal logged
 };
 
 }  // namespace kvserve

@@ -153,16 +153,21 @@ int RouterWorkers() {
   v1::ListWorkersResponse response;
   grpc::Status status = stub->ListWorkers(&context, v1::ListWorkersRequest(), &response);
   if (!status.ok()) return Report(status);
-  std::cout << absl::StrFormat("%-24s %-22s %-11s %14s %8s %8s %8s\n", "WORKER", "ID", "HEALTH",
-                               "FREE/TOTAL", "CACHED", "RUNNING", "WAITING");
+  std::cout << absl::StrFormat("%-24s %-22s %-11s %14s %8s %8s %8s %-9s\n", "WORKER", "ID",
+                               "HEALTH", "FREE/TOTAL", "CACHED", "RUNNING", "WAITING", "INDEX");
   for (const v1::WorkerInfo& worker : response.workers()) {
     std::string health = absl::AsciiStrToLower(
         absl::StripPrefix(v1::WorkerHealth_Name(worker.health()), "WORKER_HEALTH_"));
-    std::cout << absl::StrFormat("%-24s %-22s %-11s %6d/%-7d %8d %8d %8d\n", worker.address(),
-                                 worker.id().empty() ? "-" : worker.id(), health,
+    std::cout << absl::StrFormat("%-24s %-22s %-11s %6d/%-7d %8d %8d %8d %-9s\n",
+                                 worker.address(), worker.id().empty() ? "-" : worker.id(), health,
                                  worker.free_blocks(), worker.total_blocks(),
                                  worker.cached_blocks(), worker.running_requests(),
-                                 worker.waiting_requests());
+                                 worker.waiting_requests(), worker.index_state());
+  }
+  for (const v1::WorkerInfo& worker : response.workers()) {
+    if (!worker.refused_reason().empty()) {
+      std::cout << worker.address() << " refused: " << worker.refused_reason() << "\n";
+    }
   }
   return 0;
 }

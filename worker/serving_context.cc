@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/prompt_conversion.h"
+#include "api/serving_fingerprint.h"
 #include "base/status_macros.h"
 #include "worker/proto_conversion.h"
 
@@ -56,6 +57,7 @@ ServingContext::ServingContext(Engine* engine, const Tokenizer* tokenizer,
   }
   *model_info_.mutable_limits() = ToProtoLimits(limits_);
   model_info_.set_tensor_parallel_size(tensor_parallel_size);
+  *model_info_.mutable_fingerprint() = ServingFingerprintOf(tokenizer, options.block_size);
 
   absl::MutexLock lock(&identity_mu_);
   identity_.set_worker_id(std::move(worker_id));

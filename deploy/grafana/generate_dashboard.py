@@ -179,6 +179,26 @@ def build():
         (f"max by (worker) (kvserve_router_worker_waiting_requests{R})", "waiting {{worker}}")])
     g.panel("Routing decision time", quantiles("kvserve_router_routing_decision_seconds", R),
             unit="s")
+    g.panel("Routing quality: prefix reuse captured / delivered", [
+        (f"max by (stage) (kvserve_router_prefix_reuse_ratio{R})", "{{stage}} / available")],
+            unit="percentunit", minimum=0,
+            description="Of the cached-prefix tokens some worker held when each request was "
+                        "routed (available): the share on the worker chosen (captured) and the "
+                        "share its engine reported reused (delivered).")
+    g.panel("Routing quality: prefix tokens / s", [
+        (f"sum by (stage) (rate(kvserve_router_prefix_reuse_tokens_total{R}[{RATE}]))",
+         "{{stage}}"),
+        (f"sum(rate(kvserve_router_routed_prompt_tokens_total{R}[{RATE}]))", "prompt")],
+            description="Prompt tokens routed, and the cached prefix available, captured and "
+                        "delivered.")
+    g.panel("Router's index per worker: lag and state", [
+        (f"time() - max by (worker) (kvserve_router_worker_last_report_timestamp_seconds{R} > 0)",
+         "lag {{worker}}"),
+        (f'max by (worker) (kvserve_router_worker_index_state{{state!="exact",'
+         f'{R[1:-1]}}})', "not exact {{worker}}")],
+            unit="s", description="Seconds since each worker's last status report was applied, "
+                                  "and 1 where the router's index of it is resyncing or stale "
+                                  "(unreachable, or refused for another serving fingerprint).")
     g.panel("Generate calls finished / s by code", [
         (f"sum by (code) (rate(kvserve_router_requests_finished_total{R}[{RATE}]))", "{{code}}")],
             unit="reqps", width=24)

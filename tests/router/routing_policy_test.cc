@@ -12,7 +12,9 @@
 namespace kvserve {
 namespace {
 
+using ::kvserve::testing::IsOk;
 using ::kvserve::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 // docs/routing.md, "Worked example".
@@ -171,6 +173,106 @@ TEST(RoutingPolicyTest, MaxTokensAreCappedAtTheContextLikeTheWorkerDoes) {
   EXPECT_EQ(choice.needed_blocks, 364);
   query.num_choices = 2;  // two choices cannot share more than the prompt's (no) full blocks
   EXPECT_EQ(ChooseWorker(query, idle, RoutingWeights()).verdict, RouteVerdict::kNeverFits);
+}
+
+
+// --- The baseline policies (--routing_policy) ------------------------------------------------
+
+constexpr RoutingPolicy kAllPolicies[] = {RoutingPolicy::kKvAware, RoutingPolicy::kRoundRobin,
+                                          RoutingPolicy::kLeastLoaded, RoutingPolicy::kRandom};
+
+// Three workers: 0 holds the whole prefix but is the busiest and chosen last; 1 is idle and the
+// least recently chosen but too full to fit; 2 fits, holds nothing and was chosen second.
+std::vector<WorkerLoad> ThreeWorkers() {
+  WorkerLoad cached = ExampleA();  // 40 blocks matched, 10 running
+  cached.last_chosen = 3;
+  WorkerLoad full = ExampleB();
+  full.free_blocks = 10;
+  full.reserved_blocks = 0;
+  full.running_requests = full.waiting_requests = full.outstanding_requests = 0;
+  full.last_chosen = 1;
+  WorkerLoad cold = ExampleB();  // 4 requests in all
+  cold.last_chosen = 2;
+  return {cached, full, cold};
+}
+
+TEST(RoutingPolicyTest, KvAwareFollowsThePrefixTheOthersIgnoreIt) {
+  const std::vector<WorkerLoad> loads = ThreeWorkers();
+  EXPECT_EQ(ChooseWorker(ExampleQuery(), loads, {}, RoutingPolicy::kKvAware).index, 0);
+  // Round robin: the least recently chosen worker that fits (1 does not).
+  EXPECT_EQ(ChooseWorker(ExampleQuery(), loads, {}, RoutingPolicy::kRoundRobin).index, 2);
+  // Least loaded: 2 has 4 requests against 0's 10.
+  EXPECT_EQ(ChooseWorker(ExampleQuery(), loads, {}, RoutingPolicy::kLeastLoaded).index, 2);
+}
+
+TEST(RoutingPolicyTest, RoundRobinCyclesThroughEqualWorkers) {
+  std::vector<WorkerLoad> loads(3, ExampleB());
+  std::vector<int> chosen;
+  for (uint64_t decision = 1; decision <= 6; ++decision) {
+    const int index = ChooseWorker(ExampleQuery(), loads, {}, RoutingPolicy::kRoundRobin).index;
+    chosen.push_back(index);
+    loads[index].last_chosen = decision;  // what ClusterBooks::Route records
+  }
+  EXPECT_EQ(chosen, (std::vector<int>{0, 1, 2, 0, 1, 2}));
+}
+
+TEST(RoutingPolicyTest, LeastLoadedBreaksTiesByAvailableBlocksThenRecency) {
+  WorkerLoad a = ExampleB();
+  WorkerLoad b = ExampleB();
+  b.reserved_blocks = 0;  // same requests, more available blocks
+  std::vector<WorkerLoad> loads = {a, b};
+  EXPECT_EQ(ChooseWorker(ExampleQuery(), loads, {}, RoutingPolicy::kLeastLoaded).index, 1);
+  a.last_chosen = 5;
+  b = a;
+  b.last_chosen = 4;
+  loads = {a, b};
+  EXPECT_EQ(ChooseWorker(ExampleQuery(), loads, {}, RoutingPolicy::kLeastLoaded).index, 1);
+}
+
+TEST(RoutingPolicyTest, RandomDrawsOnlyFittingWorkersAndReachesEach) {
+  const std::vector<WorkerLoad> loads = ThreeWorkers();
+  std::vector<int> hits(loads.size(), 0);
+  RoutingQuery query = ExampleQuery();
+  for (uint64_t draw = 0; draw < 10; ++draw) {
+    query.random_draw = draw;
+    const RoutingChoice choice = ChooseWorker(query, loads, {}, RoutingPolicy::kRandom);
+    ASSERT_EQ(choice.verdict, RouteVerdict::kRouted);
+    ++hits[choice.index];
+  }
+  EXPECT_EQ(hits, (std::vector<int>{5, 0, 5})) << "draw % 2 over the fitting workers {0, 2}";
+}
+
+TEST(RoutingPolicyTest, EveryPolicyAdmitsAndChargesAlike) {
+  RoutingQuery query = ExampleQuery();
+  const std::vector<WorkerLoad> loads = ThreeWorkers();
+  WorkerLoad full = ExampleB();
+  full.free_blocks = 10;
+  const std::vector<WorkerLoad> none_fits = {full, full};
+  for (RoutingPolicy policy : kAllPolicies) {
+    SCOPED_TRACE(RoutingPolicyName(policy));
+    const RoutingChoice choice = ChooseWorker(query, loads, {}, policy);
+    ASSERT_EQ(choice.verdict, RouteVerdict::kRouted);
+    EXPECT_EQ(choice.chosen.charged_blocks,
+              CostOf(query, loads[choice.index], {}).charged_blocks);
+    EXPECT_EQ(choice.best_cached_blocks, 40) << "worker 0's prefix, whoever is chosen";
+    EXPECT_EQ(ChooseWorker(query, none_fits, {}, policy).verdict, RouteVerdict::kNoFitNow);
+    EXPECT_EQ(ChooseWorker(query, {}, {}, policy).verdict, RouteVerdict::kNoWorker);
+    RoutingQuery huge = query;
+    huge.max_tokens = 1000 * 16;
+    EXPECT_EQ(ChooseWorker(huge, loads, {}, policy).verdict, RouteVerdict::kNeverFits);
+  }
+}
+
+TEST(RoutingPolicyTest, PolicyNamesRoundTripAndAnUnknownOneIsRefused) {
+  for (RoutingPolicy policy : kAllPolicies) {
+    absl::StatusOr<RoutingPolicy> parsed = ParseRoutingPolicy(RoutingPolicyName(policy));
+    ASSERT_THAT(parsed, IsOk());
+    EXPECT_EQ(*parsed, policy);
+  }
+  EXPECT_THAT(ParseRoutingPolicy("prefix"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("kv_aware, round_robin, least_loaded, random"),
+                             HasSubstr("'prefix'"))));
 }
 
 }  // namespace
