@@ -46,6 +46,14 @@ class Communicator {
   // data (bytes long) on every rank = data on rank `root`.
   virtual absl::Status Broadcast(void* data, size_t bytes, int root) = 0;
   virtual absl::Status Barrier() = 0;
+
+  // Called from another thread (the group's watchdog) when the group is known to be broken (a
+  // rank died): ends what this rank waits for without a call of its own to time out, e.g. a
+  // replayed CUDA graph whose NCCL kernels wait on the dead peer (ncclCommAbort). Later calls
+  // fail. A call in flight that polls with its own deadline is left to it. The default does
+  // nothing: Gloo and the single rank wait only inside calls, each under the group's timeout.
+  // Thread-safe, unlike the collectives.
+  virtual void Abort() {}
 };
 
 }  // namespace kvserve

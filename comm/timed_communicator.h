@@ -39,6 +39,7 @@ class TimedCommunicator final : public Communicator {
     return inner_->Broadcast(data, bytes, root);
   }
   absl::Status Barrier() override { return inner_->Barrier(); }
+  void Abort() override { inner_->Abort(); }
 
   // The AllReduceSum time since the previous call, and starts a new sum.
   absl::Duration TakeAllReduceTime() {

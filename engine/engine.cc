@@ -167,6 +167,8 @@ int32_t Engine::vocab_size() const { return core_->vocab_size(); }
 const std::vector<int32_t>& Engine::eos_token_ids() const { return core_->eos_token_ids(); }
 
 void Engine::Loop() {
+  // The runner was created and initialised on another thread: select its device on this one.
+  if (absl::Status status = core_->BindThread(); !status.ok()) FailEngine(status);
   while (true) {
     std::optional<TakenWork> taken = WaitForWork();
     if (!taken.has_value()) return;  // stopping

@@ -61,6 +61,10 @@ class EngineCore {
   // AbortRequest for every live request.
   void AbortAll(const absl::Status& status);
 
+  // Binds the calling thread to the runner's device (ModelRunner::BindThread): a thread other
+  // than the creating one calls it once before its first Step.
+  absl::Status BindThread() { return runner_->BindThread(); }
+
   // Runs one step (nothing when there is no work). A runner error is returned as is; the
   // caller should then AbortAll.
   absl::Status Step();

@@ -48,8 +48,21 @@ class ModelRunner {
     return absl::UnimplementedError("this runner cannot size the KV pool from device memory");
   }
 
+  // Binds the calling thread to the runner's device (kernels::Backend::MakeCurrent): the engine
+  // calls it once on its own thread before the first Execute, a tensor-parallel follower on its
+  // step loop's, so a runner on cuda:1 (or a rank on GPU 3) runs there rather than on the
+  // thread's default device 0. A runner without a device does nothing.
+  virtual absl::Status BindThread() { return absl::OkStatus(); }
+
   // Allocates the KV pool and step buffers. Called once, before Execute.
   virtual absl::Status Initialize(const RunnerConfig& config) = 0;
+
+  // Decode graphs (CUDA graphs of whole decode steps): how many Initialize captured, and
+  // dropping them all so that every later step runs eagerly. A tensor-parallel group uses both
+  // so that its ranks replay graphs together or not at all: a graph pads its batch to a bucket
+  // and an eager rank does not, so their collectives would disagree in size and hang.
+  virtual int32_t num_decode_graphs() const { return 0; }
+  virtual void DropDecodeGraphs() {}
 
   // Executes one plan (order of work in step_plan.h). An error is fatal for the engine: it fails
   // every request with it.

@@ -291,6 +291,13 @@ class Backend {
 
   virtual const char* name() const = 0;
 
+  // Binds the calling thread to the backend's device: the current CUDA device is a property of
+  // a thread, and a thread that never selected one calls device 0. Every thread that calls the
+  // backend calls this once before its first call (the engine thread, a tensor-parallel
+  // follower's step loop: ModelRunner::BindThread), so a backend on cuda:1 runs there. The CPU
+  // has nothing to bind. False when the device refused.
+  virtual bool MakeCurrent() { return true; }
+
   // --- Memory. Host memory for the CPU backend, device memory for CUDA. Allocation and copies
   // happen at start-up and between steps, never inside a captured graph.
   // Returns nullptr when the memory is not there (out of memory).

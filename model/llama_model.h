@@ -106,6 +106,11 @@ class LlamaModel {
   // library has its workspace) on the null block; the cache is not changed.
   absl::StatusOr<int32_t> CaptureDecodeGraphs(KvPool& kv, absl::Span<const int32_t> batch_sizes);
   int32_t num_decode_graphs() const { return static_cast<int32_t>(graphs_.size()); }
+  // Forgets the decode graphs: every later step runs eagerly.
+  void DropDecodeGraphs() {
+    graphs_.clear();
+    graph_pool_ = nullptr;
+  }
 
   const ModelConfig& config() const { return weights_->config(); }
   const ForwardLimits& limits() const { return limits_; }

@@ -27,6 +27,9 @@ class FaultInjectingRunner final : public ModelRunner {
   int64_t KvBytesPerBlock(int32_t block_size) const override {
     return runner_->KvBytesPerBlock(block_size);
   }
+  absl::Status BindThread() override { return runner_->BindThread(); }
+  int32_t num_decode_graphs() const override { return runner_->num_decode_graphs(); }
+  void DropDecodeGraphs() override { runner_->DropDecodeGraphs(); }
   absl::StatusOr<int64_t> ProfileKvBytes(const RunnerConfig& config) override {
     return runner_->ProfileKvBytes(config);
   }

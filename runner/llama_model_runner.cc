@@ -111,6 +111,14 @@ absl::StatusOr<int64_t> LlamaModelRunner::ProfileKvBytes(const RunnerConfig& con
   return KvBudgetBytes(weights_->backend()->GetMemoryInfo(), options_.memory_utilization);
 }
 
+absl::Status LlamaModelRunner::BindThread() {
+  if (!weights_->backend()->MakeCurrent()) {
+    return absl::InternalError(
+        absl::StrCat("cannot bind this thread to the ", weights_->backend()->name(), " device"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status LlamaModelRunner::Initialize(const RunnerConfig& config) {
   KVSERVE_RETURN_IF_ERROR(CreateModel(config));
   absl::StatusOr<std::unique_ptr<KvPool>> pool =

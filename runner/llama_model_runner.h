@@ -63,11 +63,16 @@ class LlamaModelRunner final : public ModelRunner {
   // This rank's KV heads only.
   int64_t KvBytesPerBlock(int32_t block_size) const override;
   absl::StatusOr<int64_t> ProfileKvBytes(const RunnerConfig& config) override;
+  // The weights' backend's MakeCurrent.
+  absl::Status BindThread() override;
   absl::Status Initialize(const RunnerConfig& config) override;
   absl::StatusOr<StepResult> Execute(const StepPlan& plan) override;
 
   // Decode graphs captured by Initialize (0 on the CPU or with enforce_eager).
-  int32_t num_decode_graphs() const { return model_ ? model_->num_decode_graphs() : 0; }
+  int32_t num_decode_graphs() const override { return model_ ? model_->num_decode_graphs() : 0; }
+  void DropDecodeGraphs() override {
+    if (model_) model_->DropDecodeGraphs();
+  }
   const LlamaModel* model() const { return model_.get(); }
 
  private:

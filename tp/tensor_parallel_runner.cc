@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iostream>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 
 namespace kvserve {
@@ -35,6 +38,20 @@ absl::StatusOr<std::vector<int64_t>> GatherInt64(Communicator& comm, int64_t val
   std::vector<int64_t> all(comm.size());
   KVSERVE_RETURN_IF_ERROR(comm.AllGather(&value, all.data(), sizeof(value)));
   return all;
+}
+
+// After Initialize: every rank's decode-graph count (-1 where Initialize failed). Ranks replay
+// graphs together or not at all (ModelRunner::DropDecodeGraphs says why), so when the ranks that
+// initialised disagree (a rank whose capture failed runs eagerly), every rank drops its graphs.
+// True when this rank dropped them.
+bool AgreeOnDecodeGraphs(ModelRunner& runner, const std::vector<int64_t>& graphs) {
+  for (int64_t count : graphs) {
+    if (count >= 0 && count != graphs[0]) {
+      runner.DropDecodeGraphs();
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -125,15 +142,21 @@ absl::Status TensorParallelRunner::Initialize(const RunnerConfig& config) {
     return status;
   }
   const absl::Status own = runner_->Initialize(config);
-  absl::StatusOr<std::vector<int64_t>> all = GatherInt64(*control_, own.ok() ? 0 : 1);
+  absl::StatusOr<std::vector<int64_t>> all =
+      GatherInt64(*control_, own.ok() ? runner_->num_decode_graphs() : -1);
   if (!all.ok()) return Fail(all.status());
   if (!own.ok()) return own;
   for (size_t rank = 1; rank < all->size(); ++rank) {
-    if ((*all)[rank] != 0) {
+    if ((*all)[rank] < 0) {
       return absl::InternalError(absl::StrCat("tensor-parallel rank ", rank,
                                               " could not initialize its runner with ",
                                               config.num_blocks, " KV blocks (see its log)"));
     }
+  }
+  if (AgreeOnDecodeGraphs(*runner_, *all)) {
+    std::cerr << "kvserve-worker: the tensor-parallel ranks captured different numbers of decode "
+                 "graphs ("
+              << absl::StrJoin(*all, ", ") << "): every rank runs eagerly" << std::endl;
   }
   return absl::OkStatus();
 }
@@ -178,6 +201,7 @@ void TensorParallelRunner::KeepAliveLoop() {
 }
 
 absl::Status RunTensorParallelFollower(ModelRunner& runner, Communicator& control) {
+  KVSERVE_RETURN_IF_ERROR(runner.BindThread());
   std::string frame;
   while (true) {
     KVSERVE_ASSIGN_OR_RETURN(TpMessage message, Receive(control, frame));
@@ -195,9 +219,11 @@ absl::Status RunTensorParallelFollower(ModelRunner& runner, Communicator& contro
       }
       case TpCommand::kInitialize: {
         const absl::Status status = runner.Initialize(message.config);
-        absl::StatusOr<std::vector<int64_t>> all = GatherInt64(control, status.ok() ? 0 : 1);
+        absl::StatusOr<std::vector<int64_t>> all =
+            GatherInt64(control, status.ok() ? runner.num_decode_graphs() : -1);
         if (!status.ok()) return status;
         if (!all.ok()) return all.status();
+        AgreeOnDecodeGraphs(runner, *all);
         break;
       }
       case TpCommand::kExecute: {

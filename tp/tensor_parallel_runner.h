@@ -71,6 +71,9 @@ class TensorParallelRunner final : public ModelRunner {
   int64_t KvBytesPerBlock(int32_t block_size) const override {
     return runner_->KvBytesPerBlock(block_size);
   }
+  // The leader's runner's (each follower binds its own thread in RunTensorParallelFollower).
+  absl::Status BindThread() override { return runner_->BindThread(); }
+  int32_t num_decode_graphs() const override { return runner_->num_decode_graphs(); }
   // The smallest budget over the ranks.
   absl::StatusOr<int64_t> ProfileKvBytes(const RunnerConfig& config) override;
   absl::Status Initialize(const RunnerConfig& config) override;
@@ -79,6 +82,10 @@ class TensorParallelRunner final : public ModelRunner {
   // Tells the followers to exit (when `notify_followers` and the group has not failed) and stops
   // the keep-alive thread. Later calls fail. Idempotent.
   void Stop(bool notify_followers = true);
+  // The group is broken (a rank died): aborts the data communicator (Communicator::Abort), so
+  // a step waiting on the dead rank, a replayed decode graph's NCCL kernels included, ends now
+  // instead of never. Thread-safe: the group's watchdog calls it while a step may be running.
+  void AbortCollectives() { data_->Abort(); }
   // True once a collective failed (the group is broken and must stop).
   bool failed() const { return failed_.load(std::memory_order_acquire); }
   absl::Status failure() const;

@@ -200,6 +200,9 @@ void TpGroup::SetStepSink(TpStepSink sink) {
 absl::Status TpGroup::Health() {
   if (followers_ != nullptr) {
     if (std::optional<std::string> exited = followers_->PollExited(); exited.has_value()) {
+      // The engine thread may be waiting on the dead rank inside a step (a graph replay waits
+      // without a deadline of its own): end that wait before the caller drains.
+      if (runner_ != nullptr) runner_->AbortCollectives();
       return absl::FailedPreconditionError(*exited);
     }
   }

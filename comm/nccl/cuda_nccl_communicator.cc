@@ -136,6 +136,7 @@ NcclCommunicator::~NcclCommunicator() {
 }
 
 absl::Status NcclCommunicator::AllReduceSum(void* data, int64_t count, DType dtype) {
+  std::lock_guard<std::mutex> lock(call_mu_);
   if (!failed_.ok()) return failed_;
   KVSERVE_RETURN_IF_ERROR(comm_internal::CheckAllReduceArgs(count, dtype));
   if (count == 0) return absl::OkStatus();
@@ -147,6 +148,7 @@ absl::Status NcclCommunicator::AllReduceSum(void* data, int64_t count, DType dty
 }
 
 absl::Status NcclCommunicator::AllGather(const void* in, void* out, size_t bytes) {
+  std::lock_guard<std::mutex> lock(call_mu_);
   if (!failed_.ok()) return failed_;
   if (bytes == 0) return absl::OkStatus();
   return Run(absl::StrCat("all-gather of ", bytes, " bytes per rank"), [&](cudaStream_t stream) {
@@ -155,6 +157,7 @@ absl::Status NcclCommunicator::AllGather(const void* in, void* out, size_t bytes
 }
 
 absl::Status NcclCommunicator::Broadcast(void* data, size_t bytes, int root) {
+  std::lock_guard<std::mutex> lock(call_mu_);
   if (!failed_.ok()) return failed_;
   KVSERVE_RETURN_IF_ERROR(comm_internal::CheckRoot(root, size_));
   if (bytes == 0) return absl::OkStatus();
@@ -165,6 +168,7 @@ absl::Status NcclCommunicator::Broadcast(void* data, size_t bytes, int root) {
 }
 
 absl::Status NcclCommunicator::Barrier() {
+  std::lock_guard<std::mutex> lock(call_mu_);
   if (!failed_.ok()) return failed_;
   return Run("barrier", [&](cudaStream_t stream) {
     return ncclAllReduce(barrier_value_, barrier_value_, 1, ncclFloat32, ncclSum, comm_, stream);
@@ -229,6 +233,14 @@ absl::Status NcclCommunicator::WaitDone(const std::string& where, cudaStream_t s
     }
     Backoff(&polls);
   }
+}
+
+void NcclCommunicator::Abort() {
+  std::unique_lock<std::mutex> lock(call_mu_, std::try_to_lock);
+  if (!lock.owns_lock() || comm_ == nullptr) return;  // a call in flight aborts at its deadline
+  cudaSetDevice(device_);
+  (void)Fail(absl::UnavailableError(absl::StrCat("NCCL communicator of rank ", rank_, " of ", size_,
+                                                 " aborted: the tensor-parallel group is broken")));
 }
 
 absl::Status NcclCommunicator::Fail(absl::Status status) {

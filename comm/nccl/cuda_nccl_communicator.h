@@ -12,7 +12,7 @@
 // AllReduceSum: f32 in fp32; bf16 by NCCL in bf16 (rounded at each reduction step, not once).
 // Barrier: an all-reduce of one float, waited for.
 // Thread-safety: one call at a time, on a thread whose current device is the backend's (Create
-// and every call set it).
+// and every call set it); Abort from any thread.
 #ifndef KVSERVE_COMM_NCCL_CUDA_NCCL_COMMUNICATOR_H_
 #define KVSERVE_COMM_NCCL_CUDA_NCCL_COMMUNICATOR_H_
 
@@ -22,6 +22,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/status/status.h"
@@ -54,6 +55,9 @@ class NcclCommunicator final : public Communicator {
   absl::Status AllGather(const void* in, void* out, size_t bytes) override;
   absl::Status Broadcast(void* data, size_t bytes, int root) override;
   absl::Status Barrier() override;
+  // ncclCommAbort unless a call is in flight (it holds call_mu_ and aborts at its own deadline):
+  // what ends a graph replay's wait on a dead peer.
+  void Abort() override;
 
  private:
   NcclCommunicator(CudaBackend* backend, ncclComm_t comm, int rank, int size, int device,
@@ -77,6 +81,8 @@ class NcclCommunicator final : public Communicator {
   absl::Status Fail(absl::Status status);
 
   CudaBackend* const backend_;
+  // Held by every collective for its whole call, so that Abort never frees comm_ under one.
+  std::mutex call_mu_;
   ncclComm_t comm_;  // owned; nullptr once aborted
   const int rank_;
   const int size_;

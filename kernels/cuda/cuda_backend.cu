@@ -4,6 +4,7 @@
 #include <cublas_v2.h>
 
 #include <cstdio>
+#include <string>
 
 #include "kernels/cuda/cuda_backend.h"
 
@@ -49,12 +50,21 @@ std::unique_ptr<CudaBackend> CudaBackend::Create(cudaStream_t stream, std::strin
     return nullptr;
   }
   std::unique_ptr<CudaBackend> backend(
-      new CudaBackend(stream, capture_stream, cublas, workspace, num_sms));
+      new CudaBackend(device, stream, capture_stream, cublas, workspace, num_sms));
   if (!backend->BindCublas(stream)) {
     *error = "cuBLAS could not be bound to the stream and workspace";
     return nullptr;
   }
   return backend;
+}
+
+bool CudaBackend::MakeCurrent() {
+  const cudaError_t status = cudaSetDevice(device_);
+  if (status != cudaSuccess) {
+    Fail("cudaSetDevice(" + std::to_string(device_) + "): " + cudaGetErrorString(status));
+    return false;
+  }
+  return true;
 }
 
 CudaBackend::~CudaBackend() {

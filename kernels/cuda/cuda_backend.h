@@ -50,6 +50,9 @@ class CudaBackend final : public Backend {
   static constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;  // cuBLAS' advice for sm_90
 
   const char* name() const override { return "cuda"; }
+  // cudaSetDevice(the device current when Create ran).
+  bool MakeCurrent() override;
+  int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
 
   // Sizes the scratch into which Linear rounds fp32 activations for bf16 / f16 weights: enough
@@ -94,9 +97,10 @@ class CudaBackend final : public Backend {
   bool Synchronize() override;
 
  private:
-  CudaBackend(cudaStream_t stream, cudaStream_t capture_stream, cublasContext* cublas,
+  CudaBackend(int device, cudaStream_t stream, cudaStream_t capture_stream, cublasContext* cublas,
               void* cublas_workspace, int num_sms)
-      : stream_(stream),
+      : device_(device),
+        stream_(stream),
         capture_stream_(capture_stream),
         cublas_(cublas),
         cublas_workspace_(cublas_workspace),
@@ -114,6 +118,7 @@ class CudaBackend final : public Backend {
   // dst = x rounded to dtype (bf16 or f16), n values (dispatch.cu). False for another dtype.
   bool NarrowActivations(const float* x, DType dtype, int64_t n, void* dst);
 
+  const int device_;             // the CUDA device index the backend's memory and streams are on
   cudaStream_t stream_;          // where calls are enqueued (the capture stream while capturing)
   cudaStream_t capture_stream_;  // owned
   cublasContext* cublas_;        // owned

@@ -4,15 +4,23 @@
 //    is checked against exact figures;
 //  - GraphDevice: implements Capture by recording the calls' closure and Replay by running it
 //    again, which is what a CUDA graph does with fixed buffers and fixed scalars, so the decode
-//    graph path (buckets, padding, fixed table stride) is checked against eager steps.
+//    graph path (buckets, padding, fixed table stride) is checked against eager steps;
+//  - SecondDevice: "device 1" with a per-thread current device like CUDA's (0 on a new thread,
+//    set by MakeCurrent), recording every kernel call made from a thread that is not bound to it,
+//    so the engine thread's device selection (--device=cuda:1) is checked on the CPU.
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/status_macros.h"
+#include "engine/engine.h"
 #include "engine/engine_core.h"
 #include "engine/offline_generate.h"
 #include "gtest/gtest.h"
@@ -86,6 +94,61 @@ class GraphDevice final : public kernels::cpu::CpuBackend {
   int captures_ = 0;
   int replays_ = 0;
 };
+
+// "Device 1": CUDA keeps the current device per thread and a new thread starts on device 0, so
+// a kernel launched from a thread that did not select the backend's device runs on the wrong
+// GPU. This backend models that: MakeCurrent sets the calling thread's current device to 1, and
+// every kernel entry point counts a call from a thread whose current device is not 1.
+class SecondDevice final : public kernels::cpu::CpuBackend {
+ public:
+  SecondDevice() : CpuBackend(1) {}
+
+  bool MakeCurrent() override {
+    current_device = kIndex;
+    ++binds_;
+    return bind_succeeds_;
+  }
+  void Embedding(const kernels::EmbeddingParams& p) override {
+    Check();
+    CpuBackend::Embedding(p);
+  }
+  void Linear(const kernels::LinearParams& p) override {
+    Check();
+    CpuBackend::Linear(p);
+  }
+  void LinearSameInput(const kernels::LinearParams* p, int count) override {
+    Check();
+    CpuBackend::LinearSameInput(p, count);
+  }
+  void WriteKv(const kernels::KvWriteParams& p) override {
+    Check();
+    CpuBackend::WriteKv(p);
+  }
+  void PagedAttention(const kernels::PagedAttentionParams& p) override {
+    Check();
+    CpuBackend::PagedAttention(p);
+  }
+
+  int64_t calls() const { return calls_.load(); }
+  int64_t unbound_calls() const { return unbound_calls_.load(); }
+  int binds() const { return binds_.load(); }
+  void set_bind_succeeds(bool succeeds) { bind_succeeds_ = succeeds; }
+
+ private:
+  static constexpr int kIndex = 1;
+  static thread_local int current_device;
+
+  void Check() {
+    ++calls_;
+    if (current_device != kIndex) ++unbound_calls_;
+  }
+
+  std::atomic<int64_t> calls_{0};
+  std::atomic<int64_t> unbound_calls_{0};
+  std::atomic<int> binds_{0};
+  std::atomic<bool> bind_succeeds_{true};
+};
+thread_local int SecondDevice::current_device = 0;
 
 ModelWeights TinyHostWeights() {
   absl::StatusOr<ModelWeights> loaded = LoadWeights("synthetic:tiny:seed=5");
@@ -207,6 +270,97 @@ TEST(DecodeGraphTest, ReplayedDecodeStepsGiveTheTokensOfEagerSteps) {
   EXPECT_EQ(Generate(eager_device, /*enforce_eager=*/true, &none), eager);
   EXPECT_EQ(none, 0);
   EXPECT_EQ(eager_device->captures(), 0);
+}
+
+// A runner on `device` and the options of an engine over it (64 blocks).
+std::unique_ptr<ModelRunner> RunnerOn(std::shared_ptr<SecondDevice> device) {
+  auto weights = DeviceWeights::Upload(TinyHostWeights(), std::move(device), kernels::DType::kF32);
+  KVSERVE_EXPECT_OK(weights);
+  auto runner = LlamaModelRunner::Create(*std::move(weights), {});
+  KVSERVE_EXPECT_OK(runner);
+  return runner.ok() ? *std::move(runner) : nullptr;
+}
+EngineOptions OptionsWith64Blocks() {
+  EngineOptions options = SmallOptions();
+  options.num_kv_blocks = 64;
+  return options;
+}
+
+EngineRequest GreedyRequest(std::string id) {
+  EngineRequest request;
+  request.request_id = std::move(id);
+  request.prompt_token_ids = {3, 1, 4, 1, 5, 9, 2, 6};
+  request.sampling.max_tokens = 6;
+  request.sampling.ignore_eos = true;
+  return request;
+}
+
+// --device=cuda:1: the runner is created and initialised on the main thread, and steps run on
+// the engine's own thread, which must select the backend's device before its first kernel.
+std::unique_ptr<Engine> EngineOn(std::shared_ptr<SecondDevice> device) {
+  auto engine =
+      Engine::Create(OptionsWith64Blocks(), RunnerOn(std::move(device)), nullptr, nullptr);
+  KVSERVE_EXPECT_OK(engine);
+  return engine.ok() ? *std::move(engine) : nullptr;
+}
+
+// Runs one greedy request to its end; its final status.
+absl::Status RunOne(Engine& engine) {
+  absl::StatusOr<std::shared_ptr<RequestStream>> stream = engine.Submit(GreedyRequest("r"));
+  KVSERVE_RETURN_IF_ERROR(stream.status());
+  EngineOutput output;
+  while ((*stream)->Pop(absl::Seconds(60), &output) != RequestStream::PopResult::kEnd) {
+  }
+  return (*stream)->final_status();
+}
+
+TEST(DeviceSelectionTest, TheEngineThreadSelectsTheBackendsDeviceBeforeItsFirstKernel) {
+  auto device = std::make_shared<SecondDevice>();
+  std::unique_ptr<Engine> engine = EngineOn(device);
+  ASSERT_NE(engine, nullptr);
+  const int64_t calls_before = device->calls();  // set-up on this (unbound) thread, if any
+  const int64_t unbound_before = device->unbound_calls();
+  KVSERVE_ASSERT_OK(engine->Start());
+  KVSERVE_EXPECT_OK(RunOne(*engine));
+  engine->Shutdown();
+  EXPECT_GT(device->calls(), calls_before) << "the request ran kernels";
+  EXPECT_EQ(device->unbound_calls(), unbound_before)
+      << "every kernel of a step ran on a thread bound to device 1";
+  EXPECT_EQ(device->binds(), 1) << "the engine thread binds once";
+}
+
+TEST(DeviceSelectionTest, TheFakeDeviceCatchesAStepOnAnUnboundThread) {
+  // What the test above guards against: steps on a thread that never called BindThread.
+  auto device = std::make_shared<SecondDevice>();
+  auto core = EngineCore::Create(OptionsWith64Blocks(), RunnerOn(device), nullptr, nullptr);
+  KVSERVE_ASSERT_OK(core);
+  std::thread unbound([&] {
+    std::vector<OfflineResult> results;
+    KVSERVE_EXPECT_OK(GenerateOffline(**core, {GreedyRequest("r")}, &results));
+  });
+  unbound.join();
+  EXPECT_GT(device->unbound_calls(), 0);
+  const int64_t unbound_before = device->unbound_calls();
+  std::thread bound([&] {
+    KVSERVE_EXPECT_OK((*core)->BindThread());
+    std::vector<OfflineResult> results;
+    KVSERVE_EXPECT_OK(GenerateOffline(**core, {GreedyRequest("s")}, &results));
+  });
+  bound.join();
+  EXPECT_EQ(device->unbound_calls(), unbound_before);
+}
+
+TEST(DeviceSelectionTest, ADeviceThatRefusesFailsTheEngineWithAClearStatus) {
+  auto device = std::make_shared<SecondDevice>();
+  device->set_bind_succeeds(false);
+  std::unique_ptr<Engine> engine = EngineOn(device);
+  ASSERT_NE(engine, nullptr);
+  KVSERVE_ASSERT_OK(engine->Start());
+  // The engine failed at its start: a request is refused or ended with the failure.
+  for (int i = 0; i < 100 && engine->failure().ok(); ++i) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_THAT(engine->failure(),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("cannot bind this thread")));
+  engine->Shutdown();
 }
 
 }  // namespace

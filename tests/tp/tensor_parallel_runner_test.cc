@@ -6,6 +6,7 @@
 // with OK, and that a follower gone fails the leader's next step with UNAVAILABLE.
 #include "tp/tensor_parallel_runner.h"
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -26,10 +27,21 @@ using ::testing::AnyOf;
 
 // Records every call; ProfileKvBytes answers `kv_bytes`; Execute samples token 7 for the
 // sequences that sample, and fails from call `fail_at` on (1-based; 0: never).
+// Initialize "captures" `graphs` decode graphs; BindThread and DropDecodeGraphs are counted.
 class RecordingRunner final : public ModelRunner {
  public:
-  explicit RecordingRunner(int64_t kv_bytes, int fail_at = 0)
-      : kv_bytes_(kv_bytes), fail_at_(fail_at) {}
+  explicit RecordingRunner(int64_t kv_bytes, int fail_at = 0, int32_t graphs = 0)
+      : kv_bytes_(kv_bytes), fail_at_(fail_at), graphs_on_initialize_(graphs) {}
+
+  absl::Status BindThread() override {
+    ++binds;
+    return absl::OkStatus();
+  }
+  int32_t num_decode_graphs() const override { return graphs_; }
+  void DropDecodeGraphs() override {
+    graphs_ = 0;
+    ++drops;
+  }
 
   int32_t vocab_size() const override { return 100; }
   int32_t max_context_len() const override { return 1024; }
@@ -40,6 +52,7 @@ class RecordingRunner final : public ModelRunner {
   }
   absl::Status Initialize(const RunnerConfig& config) override {
     configs.push_back(config);
+    graphs_ = graphs_on_initialize_;
     return absl::OkStatus();
   }
   absl::StatusOr<StepResult> Execute(const StepPlan& plan) override {
@@ -61,10 +74,14 @@ class RecordingRunner final : public ModelRunner {
 
   std::vector<RunnerConfig> configs;
   std::vector<std::string> plans;  // encoded, to compare whole plans
+  int binds = 0;
+  int drops = 0;
 
  private:
   const int64_t kv_bytes_;
   const int fail_at_;
+  const int32_t graphs_on_initialize_;
+  int32_t graphs_ = 0;
 };
 
 StepPlan MakePlan(uint64_t step, int32_t num_prompt_tokens) {
@@ -137,17 +154,21 @@ TEST(TpMessagesTest, TruncatedOrPaddedBytesAreRefused) {
 // its communicator, as an exiting process would (its connections close).
 class Group {
  public:
-  Group(int size, absl::Duration timeout, absl::Duration keepalive, int follower_fail_at = 0) {
+  // `graphs`: the decode graphs each rank captures at Initialize (empty: none anywhere).
+  Group(int size, absl::Duration timeout, absl::Duration keepalive, int follower_fail_at = 0,
+        std::vector<int32_t> graphs = {}) {
+    graphs.resize(size, 0);
     comms_ = testing::MakeGlooGroup(size, timeout);
     timed_ = std::make_unique<TimedCommunicator>(comms_[0].get());
-    auto leader = std::make_unique<RecordingRunner>(1000);
+    auto leader = std::make_unique<RecordingRunner>(1000, 0, graphs[0]);
     leader_runner_ = leader.get();
     leader_ = std::make_unique<TensorParallelRunner>(std::move(leader), comms_[0].get(),
                                                      timed_.get(), keepalive);
     followers_.resize(size - 1);
     status_.resize(size - 1);
     for (int rank = 1; rank < size; ++rank) {
-      followers_[rank - 1] = std::make_unique<RecordingRunner>(1000 - rank, follower_fail_at);
+      followers_[rank - 1] =
+          std::make_unique<RecordingRunner>(1000 - rank, follower_fail_at, graphs[rank]);
       threads_.emplace_back([this, rank] {
         status_[rank - 1] = RunTensorParallelFollower(*followers_[rank - 1], *comms_[rank]);
         comms_[rank].reset();
@@ -238,6 +259,94 @@ TEST(TensorParallelRunnerTest, AFollowerGoneFailsTheNextStepUnavailable) {
   EXPECT_TRUE(group.leader().failed());
   EXPECT_THAT(group.leader().failure(), StatusIs(status.code()));
   group.leader().Stop();  // the group failed: nothing is sent; the keep-alive thread ends
+}
+
+RunnerConfig SizedConfig() {
+  return RunnerConfig{.block_size = 16,
+                      .num_blocks = 62,
+                      .max_num_batched_tokens = 64,
+                      .max_num_seqs = 4,
+                      .max_context_len = 512};
+}
+
+TEST(TensorParallelRunnerTest, ARankWithoutGraphsMakesTheWholeGroupRunEagerly) {
+  // Rank 2's capture "failed" (0 graphs): replaying on ranks 0 and 1 while rank 2 runs eagerly
+  // would pad their batches and not its, and their all-reduces would disagree in size.
+  Group group(3, absl::Seconds(30), absl::Seconds(1), 0, {4, 4, 0});
+  KVSERVE_ASSERT_OK(group.leader().Initialize(SizedConfig()));
+  EXPECT_EQ(group.leader().num_decode_graphs(), 0);
+  EXPECT_EQ(group.leader_runner().drops, 1);
+  KVSERVE_ASSERT_OK(group.leader().Execute(MakePlan(1, 20)));  // a step after: in lockstep
+  group.leader().Stop();
+  group.Join();
+  for (int rank = 1; rank < 3; ++rank) {
+    KVSERVE_EXPECT_OK(group.follower_status(rank));
+    EXPECT_EQ(group.follower(rank).num_decode_graphs(), 0) << "rank " << rank;
+    EXPECT_EQ(group.follower(rank).drops, 1) << "rank " << rank;
+  }
+}
+
+TEST(TensorParallelRunnerTest, RanksThatAgreeKeepTheirGraphs) {
+  Group group(3, absl::Seconds(30), absl::Seconds(1), 0, {4, 4, 4});
+  KVSERVE_ASSERT_OK(group.leader().Initialize(SizedConfig()));
+  EXPECT_EQ(group.leader().num_decode_graphs(), 4);
+  group.leader().Stop();
+  group.Join();
+  for (int rank = 0; rank < 3; ++rank) {
+    RecordingRunner& runner = rank == 0 ? group.leader_runner() : group.follower(rank);
+    EXPECT_EQ(runner.num_decode_graphs(), 4) << "rank " << rank;
+    EXPECT_EQ(runner.drops, 0) << "rank " << rank;
+  }
+}
+
+TEST(TensorParallelRunnerTest, EveryFollowerBindsItsThreadBeforeItsFirstCall) {
+  Group group(3, absl::Seconds(30), absl::Seconds(1));
+  KVSERVE_ASSERT_OK(group.leader().Initialize(SizedConfig()));
+  KVSERVE_ASSERT_OK(group.leader().BindThread());  // the engine thread's call, forwarded
+  EXPECT_EQ(group.leader_runner().binds, 1);
+  group.leader().Stop();
+  group.Join();
+  for (int rank = 1; rank < 3; ++rank) {
+    EXPECT_EQ(group.follower(rank).binds, 1) << "rank " << rank;
+  }
+}
+
+// A communicator that forwards to another and records Abort.
+class AbortRecorder final : public Communicator {
+ public:
+  explicit AbortRecorder(Communicator* inner) : inner_(inner) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  const char* name() const override { return "abort-recorder"; }
+  absl::Status AllReduceSum(void* data, int64_t count, kernels::DType dtype) override {
+    return inner_->AllReduceSum(data, count, dtype);
+  }
+  absl::Status AllGather(const void* in, void* out, size_t bytes) override {
+    return inner_->AllGather(in, out, bytes);
+  }
+  absl::Status Broadcast(void* data, size_t bytes, int root) override {
+    return inner_->Broadcast(data, bytes, root);
+  }
+  absl::Status Barrier() override { return inner_->Barrier(); }
+  void Abort() override { aborted = true; }
+
+  std::atomic<bool> aborted{false};
+
+ private:
+  Communicator* inner_;
+};
+
+TEST(TensorParallelRunnerTest, AbortCollectivesReachesTheDataCommunicatorFromAnotherThread) {
+  std::vector<std::unique_ptr<Communicator>> comms = testing::MakeGlooGroup(1, absl::Seconds(5));
+  ASSERT_EQ(comms.size(), 1u);
+  AbortRecorder data(comms[0].get());
+  TimedCommunicator timed(&data);
+  TensorParallelRunner leader(std::make_unique<RecordingRunner>(1000), comms[0].get(), &timed,
+                              absl::Seconds(1));
+  std::thread watchdog([&] { leader.AbortCollectives(); });
+  watchdog.join();
+  EXPECT_TRUE(data.aborted);
+  leader.Stop();
 }
 
 }  // namespace
