@@ -34,10 +34,10 @@ class Digest {
 std::string TokenizerDigest(const Tokenizer& tokenizer) {
   Digest digest;
   digest.Add(static_cast<int64_t>(tokenizer.type()));
-  for (int64_t flag : {int64_t{tokenizer.add_bos_by_default()},
-                       int64_t{tokenizer.strips_leading_space()}, int64_t{tokenizer.bos_id()},
-                       int64_t{tokenizer.eos_id()}, int64_t{tokenizer.unk_id()},
-                       int64_t{tokenizer.pad_id()}, int64_t{tokenizer.vocab_size()}}) {
+  for (int64_t flag :
+       {int64_t{tokenizer.add_bos_by_default()}, int64_t{tokenizer.strips_leading_space()},
+        int64_t{tokenizer.bos_id()}, int64_t{tokenizer.eos_id()}, int64_t{tokenizer.unk_id()},
+        int64_t{tokenizer.pad_id()}, int64_t{tokenizer.vocab_size()}}) {
     digest.Add(flag);
   }
   std::string pieces;

@@ -70,8 +70,8 @@ struct PreparedRoute {
 // The answer, with what the metrics want to know.
 struct RoutingDecision {
   RouteVerdict verdict = RouteVerdict::kNoWorker;
-  std::string worker_id;       // kRouted only
-  int64_t cached_tokens = 0;   // prefix tokens the chosen worker is believed to hold
+  std::string worker_id;      // kRouted only
+  int64_t cached_tokens = 0;  // prefix tokens the chosen worker is believed to hold
   // The longest prefix (tokens) any candidate worker is believed to hold: the reuse available.
   int64_t available_cached_tokens = 0;
   double cost = 0;             // the chosen worker's cost (routing_policy.h)

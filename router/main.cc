@@ -85,8 +85,8 @@ int Run() {
   options.core.block_size = absl::GetFlag(FLAGS_block_size);
   absl::StatusOr<RoutingPolicy> policy = ParseRoutingPolicy(absl::GetFlag(FLAGS_routing_policy));
   if (!policy.ok()) {
-    return Fail(absl::InvalidArgumentError(
-        absl::StrCat("--routing_policy: ", policy.status().message())));
+    return Fail(
+        absl::InvalidArgumentError(absl::StrCat("--routing_policy: ", policy.status().message())));
   }
   options.core.policy = *policy;
   options.core.admission.max_waiting_requests = absl::GetFlag(FLAGS_max_queue);

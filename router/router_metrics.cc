@@ -73,9 +73,10 @@ RouterMetrics::RouterMetrics() : registry_(std::make_shared<prometheus::Registry
                      .Add({});
   index_state_ = &prometheus::BuildGauge()
                       .Name("kvserve_router_worker_index_state")
-                      .Help("The router's index of the worker's cached blocks: 1 for its state "
-                            "(exact: in sync with its KV events; resyncing: awaiting a snapshot; "
-                            "stale: unreachable or refused, hashes dropped), 0 for the others")
+                      .Help(
+                          "The router's index of the worker's cached blocks: 1 for its state "
+                          "(exact: in sync with its KV events; resyncing: awaiting a snapshot; "
+                          "stale: unreachable or refused, hashes dropped), 0 for the others")
                       .Register(r);
   routed_prompt_tokens_ = &prometheus::BuildCounter()
                                .Name("kvserve_router_routed_prompt_tokens_total")
@@ -84,17 +85,19 @@ RouterMetrics::RouterMetrics() : registry_(std::make_shared<prometheus::Registry
                                .Add({});
   auto& prefix_tokens = prometheus::BuildCounter()
                             .Name("kvserve_router_prefix_reuse_tokens_total")
-                            .Help("Prompt tokens of cached prefix: available (the longest on "
-                                  "any routable worker), captured (on the chosen worker), "
-                                  "delivered (the worker reported served from its cache)")
+                            .Help(
+                                "Prompt tokens of cached prefix: available (the longest on "
+                                "any routable worker), captured (on the chosen worker), "
+                                "delivered (the worker reported served from its cache)")
                             .Register(r);
   available_tokens_ = &prefix_tokens.Add({{"stage", "available"}});
   captured_tokens_ = &prefix_tokens.Add({{"stage", "captured"}});
   delivered_tokens_ = &prefix_tokens.Add({{"stage", "delivered"}});
   auto& ratios = prometheus::BuildGauge()
                      .Name("kvserve_router_prefix_reuse_ratio")
-                     .Help("Cached prefix tokens captured by routing / delivered by workers, as "
-                           "a fraction of those available, since start")
+                     .Help(
+                         "Cached prefix tokens captured by routing / delivered by workers, as "
+                         "a fraction of those available, since start")
                      .Register(r);
   captured_ratio_ = &ratios.Add({{"stage", "captured"}});
   delivered_ratio_ = &ratios.Add({{"stage", "delivered"}});
@@ -107,8 +110,8 @@ RouterMetrics::WorkerGauges& RouterMetrics::GaugesFor(const std::string& worker_
   for (prometheus::Family<prometheus::Gauge>* family : worker_families_) {
     gauges.push_back(&family->Add({{"worker", worker_id}}));
   }
-  WorkerGauges added{gauges[0], gauges[1], gauges[2], gauges[3], gauges[4],
-                     gauges[5], gauges[6], gauges[7], gauges[8], gauges[9], {}};
+  WorkerGauges added{gauges[0], gauges[1], gauges[2], gauges[3], gauges[4], gauges[5],
+                     gauges[6], gauges[7], gauges[8], gauges[9], {}};
   for (const char* state : kIndexStates) {
     added.index_states.push_back(&index_state_->Add({{"worker", worker_id}, {"state", state}}));
   }
@@ -116,11 +119,11 @@ RouterMetrics::WorkerGauges& RouterMetrics::GaugesFor(const std::string& worker_
 }
 
 void RouterMetrics::RemoveGauges(const WorkerGauges& gauges) {
-  prometheus::Gauge* const all[] = {
-      gauges.total_blocks,     gauges.free_blocks,      gauges.evictable_blocks,
-      gauges.used_blocks,      gauges.cached_blocks,    gauges.reserved_blocks,
-      gauges.running_requests, gauges.waiting_requests, gauges.healthy,
-      gauges.last_report_timestamp};
+  prometheus::Gauge* const all[] = {gauges.total_blocks,     gauges.free_blocks,
+                                    gauges.evictable_blocks, gauges.used_blocks,
+                                    gauges.cached_blocks,    gauges.reserved_blocks,
+                                    gauges.running_requests, gauges.waiting_requests,
+                                    gauges.healthy,          gauges.last_report_timestamp};
   for (size_t i = 0; i < worker_families_.size(); ++i) worker_families_[i]->Remove(all[i]);
   for (prometheus::Gauge* state : gauges.index_states) index_state_->Remove(state);
 }
@@ -140,9 +143,10 @@ void RouterMetrics::SetWorkers(const std::vector<WorkerSummary>& workers) {
     g.running_requests->Set(worker.capacity.running_requests);
     g.waiting_requests->Set(worker.capacity.waiting_requests);
     g.healthy->Set(worker.health == WorkerHealth::kHealthy ? 1 : 0);
-    g.last_report_timestamp->Set(worker.last_report == absl::InfinitePast()
-                                     ? 0
-                                     : absl::ToDoubleSeconds(worker.last_report - absl::UnixEpoch()));
+    g.last_report_timestamp->Set(
+        worker.last_report == absl::InfinitePast()
+            ? 0
+            : absl::ToDoubleSeconds(worker.last_report - absl::UnixEpoch()));
     const std::string_view state = IndexStateName(worker);
     for (size_t i = 0; i < g.index_states.size(); ++i) {
       g.index_states[i]->Set(state == kIndexStates[i] ? 1 : 0);

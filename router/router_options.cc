@@ -43,7 +43,8 @@ absl::StatusOr<RoutingPolicy> ParseRoutingPolicy(std::string_view name) {
     if (!names.empty()) names += ", ";
     names += RoutingPolicyName(policy);
   }
-  return absl::InvalidArgumentError("must be one of " + names + ", got '" + std::string(name) + "'");
+  return absl::InvalidArgumentError("must be one of " + names + ", got '" + std::string(name) +
+                                    "'");
 }
 
 absl::Status RoutingWeights::Validate() const {

@@ -142,7 +142,7 @@ class WorkerBooks {
   PrefixIndex* const index_;  // not owned
 
   WorkerHealth health_ = WorkerHealth::kUnreachable;  // until the first report
-  std::string refused_reason_;  // non-empty: health_ is kRefused
+  std::string refused_reason_;                        // non-empty: health_ is kRefused
   absl::Time last_report_ = absl::InfinitePast();
   bool has_capacity_ = false;
   WorkerCapacity capacity_;

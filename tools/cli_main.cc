@@ -158,8 +158,8 @@ int RouterWorkers() {
   for (const v1::WorkerInfo& worker : response.workers()) {
     std::string health = absl::AsciiStrToLower(
         absl::StripPrefix(v1::WorkerHealth_Name(worker.health()), "WORKER_HEALTH_"));
-    std::cout << absl::StrFormat("%-24s %-22s %-11s %6d/%-7d %8d %8d %8d %-9s\n",
-                                 worker.address(), worker.id().empty() ? "-" : worker.id(), health,
+    std::cout << absl::StrFormat("%-24s %-22s %-11s %6d/%-7d %8d %8d %8d %-9s\n", worker.address(),
+                                 worker.id().empty() ? "-" : worker.id(), health,
                                  worker.free_blocks(), worker.total_blocks(),
                                  worker.cached_blocks(), worker.running_requests(),
                                  worker.waiting_requests(), worker.index_state());

@@ -83,9 +83,9 @@ TEST(ServingFingerprintTest, AWorkerWithoutATokenizerIsComparedOnItsBlocksOnly) 
 TEST(ServingFingerprintTest, AWorkerThatReportsNoFingerprintDiffers) {
   std::unique_ptr<Tokenizer> tokenizer = testing::DefaultModelTokenizer();
   ASSERT_NE(tokenizer, nullptr);
-  EXPECT_THAT(FingerprintMismatch(ServingFingerprintOf(tokenizer.get(), 16),
-                                  v1::ServingFingerprint()),
-              AllOf(HasSubstr("kv_block_size 0 != router's 16"), HasSubstr("block_hash (none)")));
+  EXPECT_THAT(
+      FingerprintMismatch(ServingFingerprintOf(tokenizer.get(), 16), v1::ServingFingerprint()),
+      AllOf(HasSubstr("kv_block_size 0 != router's 16"), HasSubstr("block_hash (none)")));
 }
 
 }  // namespace

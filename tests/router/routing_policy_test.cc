@@ -175,7 +175,6 @@ TEST(RoutingPolicyTest, MaxTokensAreCappedAtTheContextLikeTheWorkerDoes) {
   EXPECT_EQ(ChooseWorker(query, idle, RoutingWeights()).verdict, RouteVerdict::kNeverFits);
 }
 
-
 // --- The baseline policies (--routing_policy) ------------------------------------------------
 
 constexpr RoutingPolicy kAllPolicies[] = {RoutingPolicy::kKvAware, RoutingPolicy::kRoundRobin,
@@ -252,8 +251,7 @@ TEST(RoutingPolicyTest, EveryPolicyAdmitsAndChargesAlike) {
     SCOPED_TRACE(RoutingPolicyName(policy));
     const RoutingChoice choice = ChooseWorker(query, loads, {}, policy);
     ASSERT_EQ(choice.verdict, RouteVerdict::kRouted);
-    EXPECT_EQ(choice.chosen.charged_blocks,
-              CostOf(query, loads[choice.index], {}).charged_blocks);
+    EXPECT_EQ(choice.chosen.charged_blocks, CostOf(query, loads[choice.index], {}).charged_blocks);
     EXPECT_EQ(choice.best_cached_blocks, 40) << "worker 0's prefix, whoever is chosen";
     EXPECT_EQ(ChooseWorker(query, none_fits, {}, policy).verdict, RouteVerdict::kNoFitNow);
     EXPECT_EQ(ChooseWorker(query, {}, {}, policy).verdict, RouteVerdict::kNoWorker);
