@@ -1,5 +1,7 @@
 #include "runner/fake_model_runner.h"
 
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
@@ -7,7 +9,16 @@
 namespace kvserve {
 
 FakeModelRunner::FakeModelRunner(const FakeModelOptions& options)
-    : options_(options), sampler_(options.vocab_size), logits_(options.vocab_size) {}
+    : options_(options), sampler_(options.vocab_size), logits_(options.vocab_size) {
+  if (options.output_token_ids.empty()) return;
+  std::vector<bool> allowed(options.vocab_size, false);
+  for (int32_t id : options.output_token_ids) {
+    if (id >= 0 && id < options.vocab_size) allowed[id] = true;
+  }
+  for (int32_t id = 0; id < options.vocab_size; ++id) {
+    if (!allowed[id]) banned_.push_back(id);
+  }
+}
 
 absl::Status FakeModelRunner::Initialize(const RunnerConfig& config) {
   if (config.num_blocks < 2 || config.block_size <= 0) {
@@ -94,6 +105,7 @@ absl::StatusOr<StepResult> FakeModelRunner::Execute(const StepPlan& plan) {
       context_.push_back(content.token);
     }
     ContextLogits(context_, logits_.data(), options_.vocab_size);
+    for (int32_t id : banned_) logits_[id] = -std::numeric_limits<float>::infinity();
     const kernels::SampleResult sample =
         sampler_.Sample(logits_.data(), seq.sampling.params, seq.History(), seq.NextTokenIndex());
     SampledToken& out = result.sampled.emplace_back();

@@ -1,8 +1,8 @@
 // FakeModelRunner: a deterministic ModelRunner without weights, for scheduler, engine and service
 // tests, and for simulated workers (a step lasts what a StepTimeModel says) in cluster-scale
-// routing benchmarks. It keeps a fake KV pool that stores, per slot, the token and position written there;
-// before sampling a sequence it reads its whole context back through its block table (so a wrong
-// slot mapping, block table, fork copy or prefix-cache hit is an INTERNAL error, not a silent
+// routing benchmarks. It keeps a fake KV pool that stores, per slot, the token and position written
+// there; before sampling a sequence it reads its whole context back through its block table (so a
+// wrong slot mapping, block table, fork copy or prefix-cache hit is an INTERNAL error, not a silent
 // pass) and synthesises the logits from a hash of that context. Tokens are then drawn by the real
 // kernels::Sampler, so greedy, seeded sampling, penalties and logprobs behave as with a model.
 //
@@ -49,6 +49,10 @@ struct FakeModelOptions {
   // When set, each Execute lasts (at least) what the model says for its plan: a simulated
   // worker whose steps take as long as a real one's (kvserve-worker --runner=simulated).
   StepTimeModel step_time = {};
+  // When not empty, the only tokens sampled (the others' logits are -inf). A simulated worker
+  // emits plain words here, so that a reply appended to a conversation tokenizes to the same
+  // ids again, as a real model's text mostly does, and histories grow as they would.
+  std::vector<int32_t> output_token_ids = {};
 };
 
 class FakeModelRunner final : public ModelRunner {
@@ -85,6 +89,7 @@ class FakeModelRunner final : public ModelRunner {
   std::unique_ptr<RunnerSequences> sequences_;
   kernels::Sampler sampler_;
   std::vector<float> logits_;     // [vocab]
+  std::vector<int32_t> banned_;   // tokens never sampled (all but output_token_ids)
   std::vector<TokenId> context_;  // scratch
   int64_t num_executed_steps_ = 0;
   int64_t num_computed_tokens_ = 0;

@@ -16,6 +16,7 @@
 // requests with UNAVAILABLE, stops the others and exits 1.
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -213,30 +214,44 @@ absl::Status AsFlagError(const absl::Status& status) {
   return status;
 }
 
-// Rank 0's serving side: its model runner (wrapped for the group, and for --fault_fail_step),
-// the tokenizer and the WorkerServer, whose metrics take the group's step times.
 // A simulated worker: the model's tokenizer and shape, a fake runner with its step times. The
-// pool holds as many blocks as the real worker's would (float32 K/V, as on the CPU backend).
+// pool holds as many blocks as the real worker's would: 16-bit K/V (what --kv_cache_dtype=auto
+// gives for GGUF blocks on the CPU and for 16-bit weights), float32 with
+// --kv_cache_dtype=float32.
 absl::StatusOr<std::unique_ptr<WorkerServer>> StartSimulatedServer(const Flags& flags) {
   absl::StatusOr<ModelConfig> config = LoadModelConfig(flags.worker.model);
   if (!config.ok()) return AsFlagError(config.status());
   KVSERVE_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
                            Tokenizer::FromModelPath(flags.worker.model));
-  FakeModelOptions fake{
-      .vocab_size = config->vocab_size,
-      .max_context_len = config->max_context,
-      .eos_token_ids = config->eos_token_ids,
-      .kv_bytes_per_token = int64_t{2} * config->num_layers * config->num_kv_heads *
-                            config->head_dim * static_cast<int64_t>(sizeof(float)),
-      .step_time = *flags.simulated};
+  // Plain lowercase words that tokenize back to themselves: what the fake model says.
+  std::vector<int32_t> words;
+  for (int32_t id = 0; id < tokenizer->vocab_size(); ++id) {
+    const std::string text = tokenizer->Decode(std::vector<int32_t>{id});
+    if (text.size() < 3 || text.size() > 12 || text[0] != ' ' ||
+        !std::all_of(text.begin() + 1, text.end(), [](char c) { return c >= 'a' && c <= 'z'; })) {
+      continue;
+    }
+    if (tokenizer->Encode(text, /*add_bos=*/false) == std::vector<int32_t>{id}) words.push_back(id);
+  }
+  FakeModelOptions fake{.vocab_size = config->vocab_size,
+                        .max_context_len = config->max_context,
+                        .eos_token_ids = config->eos_token_ids,
+                        .kv_bytes_per_token = int64_t{2} * config->num_layers *
+                                              config->num_kv_heads * config->head_dim *
+                                              (flags.runner.kv_cache_dtype == "float32" ? 4 : 2),
+                        .step_time = *flags.simulated,
+                        .output_token_ids = std::move(words)};
   std::cout << "kvserve-worker device=simulated step_time_model=" << fake.step_time.fixed_ms
             << "ms+" << fake.step_time.prefill_token_ms << "ms/prefill_token+"
             << fake.step_time.decode_token_ms << "ms/decode_token+"
-            << fake.step_time.attention_ms_per_mtoken << "ms/M_attended" << std::endl;
+            << fake.step_time.attention_ms_per_mtoken << "ms/M_attended"
+            << " output_words=" << fake.output_token_ids.size() << std::endl;
   return WorkerServer::Start(flags.worker, std::make_unique<FakeModelRunner>(fake),
                              std::move(tokenizer), *config);
 }
 
+// Rank 0's serving side: its model runner (wrapped for the group, and for --fault_fail_step),
+// the tokenizer and the WorkerServer, whose metrics take the group's step times.
 absl::StatusOr<std::unique_ptr<WorkerServer>> StartServer(const Flags& flags, TpGroup& group) {
   if (flags.simulated.has_value()) return StartSimulatedServer(flags);
   absl::StatusOr<CreatedRunner> created = CreateLlamaRunner(group.RankOptions(flags.runner));
