@@ -30,9 +30,10 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# Python packages used by tests (stub generation, the GGUF reference reader).
+# Python packages used by tests and benchmarks (stub generation, the GGUF reference reader, the
+# routing A/B's plot).
 PY_PACKAGES=(numpy==2.4.6 gguf==0.19.0 grpcio==1.85.3 grpcio-tools==1.85.1 protobuf==7.36.2 PyYAML==6.0.3
-            openai==3.51.0)
+            openai==3.51.0 matplotlib==3.11.2)
 if ! python3 - "${PY_PACKAGES[@]}" <<'PY' 2>/dev/null; then
 import sys
 from importlib.metadata import version
