@@ -4,13 +4,15 @@
 
 The model (one engine step, in milliseconds):
   step_ms = fixed_ms + prefill_token_ms * prefill_tokens + decode_token_ms * decode_tokens
-            + attention_ms_per_mtoken * attended_tokens / 1e6
-where attended_tokens sums, over the step's sequences, query tokens x context length at the end
-of the step. The step log's lines are
-  duration_ms,prefill_tokens,decode_tokens,seqs,attended_tokens
+            + prefill_attention_ms_per_mtoken * prefill_attended_tokens / 1e6
+            + decode_attention_ms_per_mtoken * decode_context_tokens / 1e6
+where prefill_attended_tokens sums, over the step's prefill chunks, tokens computed x context
+length at the end of the step (attention as compute), and decode_context_tokens sums the
+decodes' context lengths (attention as a read of the cache). The step log's lines are
+  duration_ms,prefill_tokens,decode_tokens,seqs,prefill_attended_tokens,decode_context_tokens
 (one header line, repeated where a file was appended to; repeats are skipped).
 
-  fit     Fits the four coefficients to one or more step logs by non-negative least squares
+  fit     Fits the five coefficients to one or more step logs by non-negative least squares
           (Lawson-Hanson, numpy only: a negative time per token means nothing), prints them with
           R^2 and the RMS error, and writes the JSON (--out; "source" names the logs and fit).
             python3 bench/calibrate_step_time.py fit steps.csv [more.csv] --out model.json
@@ -41,8 +43,10 @@ sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
 import kvserve_e2e  # noqa: E402
 import router_e2e_lib as lib  # noqa: E402
 
-COLUMNS = ["duration_ms", "prefill_tokens", "decode_tokens", "seqs", "attended_tokens"]
-TERMS = ["fixed_ms", "prefill_token_ms", "decode_token_ms", "attention_ms_per_mtoken"]
+COLUMNS = ["duration_ms", "prefill_tokens", "decode_tokens", "seqs", "prefill_attended_tokens",
+           "decode_context_tokens"]
+TERMS = ["fixed_ms", "prefill_token_ms", "decode_token_ms", "prefill_attention_ms_per_mtoken",
+         "decode_attention_ms_per_mtoken"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -68,7 +72,8 @@ def design(steps):
     """(a, b): one row per step, one column per TERMS entry; b is the measured step time."""
     column = {name: steps[:, i] for i, name in enumerate(COLUMNS)}
     a = np.column_stack([np.ones(len(steps)), column["prefill_tokens"],
-                         column["decode_tokens"], column["attended_tokens"] / 1e6])
+                         column["decode_tokens"], column["prefill_attended_tokens"] / 1e6,
+                         column["decode_context_tokens"] / 1e6])
     return a, column["duration_ms"]
 
 

@@ -228,7 +228,8 @@ absl::Status EngineCore::Step() {
     }
     scheduler_->FinishSequence(seq);
   }
-  const int64_t attended_tokens = observer_ != nullptr ? scheduler_->AttendedTokens(plan) : 0;
+  StepMetrics attention;  // counted before Update moves the sequences on
+  if (observer_ != nullptr) scheduler_->CountAttention(plan, &attention);
   if (!plan.empty()) {
     KVSERVE_ASSIGN_OR_RETURN(StepResult result, runner_->Execute(plan));
     KVSERVE_ASSIGN_OR_RETURN(std::vector<SequenceToken> tokens, scheduler_->Update(plan, result));
@@ -252,11 +253,12 @@ absl::Status EngineCore::Step() {
     metrics.duration = end - start;
     for (const ScheduledSequence& seq : plan.sequences) {
       metrics.num_scheduled_tokens += seq.num_scheduled_tokens;
-      const bool decode = !seq.is_new && seq.num_scheduled_tokens == 1 && seq.sample;
-      (decode ? metrics.num_decode_tokens : metrics.num_prefill_tokens) += seq.num_scheduled_tokens;
+      (IsDecode(seq) ? metrics.num_decode_tokens : metrics.num_prefill_tokens) +=
+          seq.num_scheduled_tokens;
     }
     metrics.num_seqs = static_cast<int32_t>(plan.sequences.size());
-    metrics.num_attended_tokens = attended_tokens;
+    metrics.num_prefill_attended_tokens = attention.num_prefill_attended_tokens;
+    metrics.num_decode_context_tokens = attention.num_decode_context_tokens;
     metrics.num_running_requests = scheduler_->num_running_requests();
     metrics.num_waiting_requests = scheduler_->num_waiting_requests();
     observer_->OnStep(metrics);

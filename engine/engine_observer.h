@@ -21,9 +21,11 @@ struct StepMetrics {
   int32_t num_prefill_tokens = 0;    // of those, in prefill chunks
   int32_t num_decode_tokens = 0;     // of those, single-token decodes
   int32_t num_seqs = 0;              // sequences in the step
-  // The attention work: over the step's sequences, tokens computed times the context length at
-  // the step's end.
-  int64_t num_attended_tokens = 0;
+  // The attention work. Prefill chunks (compute-bound): over those sequences, tokens computed
+  // times the context length at the step's end. Decodes (a read of the cache): over those
+  // sequences, the context length.
+  int64_t num_prefill_attended_tokens = 0;
+  int64_t num_decode_context_tokens = 0;
   int32_t num_running_requests = 0;  // after the step
   int32_t num_waiting_requests = 0;  // after the step
 };

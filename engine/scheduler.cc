@@ -236,15 +236,17 @@ void Scheduler::AddToPlan(Sequence* seq, int32_t num_tokens, StepPlan* plan) {
   seq->runner_num_blocks = static_cast<int32_t>(table.size());
 }
 
-int64_t Scheduler::AttendedTokens(const StepPlan& plan) const {
-  int64_t attended = 0;
+void Scheduler::CountAttention(const StepPlan& plan, StepMetrics* metrics) const {
   for (const ScheduledSequence& entry : plan.sequences) {
     auto it = sequences_.find(entry.id);
     if (it == sequences_.end()) continue;
-    attended += int64_t{entry.num_scheduled_tokens} *
-                (it->second->num_computed_tokens + entry.num_scheduled_tokens);
+    const int64_t context = it->second->num_computed_tokens + entry.num_scheduled_tokens;
+    if (IsDecode(entry)) {
+      metrics->num_decode_context_tokens += context;
+    } else {
+      metrics->num_prefill_attended_tokens += entry.num_scheduled_tokens * context;
+    }
   }
-  return attended;
 }
 
 absl::StatusOr<std::vector<SequenceToken>> Scheduler::Update(const StepPlan& plan,

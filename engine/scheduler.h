@@ -71,9 +71,9 @@ class Scheduler {
   // sequence, forks finished prefix sequences into their choices. Returns the sampled tokens
   // with their sequences, in plan order. INTERNAL when the result does not match the plan.
   absl::StatusOr<std::vector<SequenceToken>> Update(const StepPlan& plan, const StepResult& result);
-  // Over the plan's sequences: scheduled tokens x context length at the step's end
-  // (StepMetrics::num_attended_tokens). Call between Schedule and Update.
-  int64_t AttendedTokens(const StepPlan& plan) const;
+  // StepMetrics' attention work of the plan (num_prefill_attended_tokens,
+  // num_decode_context_tokens). Call between Schedule and Update.
+  void CountAttention(const StepPlan& plan, StepMetrics* metrics) const;
 
   // The sequence's choice finished: frees its blocks now.
   void FinishSequence(Sequence* sequence);

@@ -50,6 +50,12 @@ struct ScheduledSequence {
   bool sample = false;
 };
 
+// A single-token step of a sequence the runner knows, sampled: a decode (the rest are prefill
+// chunks). The one classification of step metrics and simulated step times.
+inline bool IsDecode(const ScheduledSequence& seq) {
+  return !seq.is_new && seq.num_scheduled_tokens == 1 && seq.sample;
+}
+
 struct StepPlan {
   uint64_t step_id = 0;
   std::vector<SequenceId> released;     // the runner forgets these first

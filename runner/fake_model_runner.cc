@@ -52,10 +52,11 @@ void FakeModelRunner::ContextLogits(const std::vector<TokenId>& context, float* 
 }
 
 absl::Duration StepTimeModel::Of(int64_t prefill_tokens, int64_t decode_tokens,
-                                 int64_t attended_tokens) const {
+                                 int64_t prefill_attended, int64_t decode_context) const {
   const double ms = fixed_ms + prefill_token_ms * static_cast<double>(prefill_tokens) +
                     decode_token_ms * static_cast<double>(decode_tokens) +
-                    attention_ms_per_mtoken * static_cast<double>(attended_tokens) * 1e-6;
+                    prefill_attention_ms_per_mtoken * static_cast<double>(prefill_attended) * 1e-6 +
+                    decode_attention_ms_per_mtoken * static_cast<double>(decode_context) * 1e-6;
   return absl::Microseconds(static_cast<int64_t>(ms * 1000.0));
 }
 
@@ -65,13 +66,19 @@ absl::StatusOr<StepResult> FakeModelRunner::Execute(const StepPlan& plan) {
   if (options_.step_delay > absl::ZeroDuration()) absl::SleepFor(options_.step_delay);
   KVSERVE_ASSIGN_OR_RETURN(std::vector<RunnerWork> work, sequences_->Apply(plan));
   if (!options_.step_time.empty()) {
-    int64_t prefill = 0, decode = 0, attended = 0;
+    int64_t prefill = 0, decode = 0, prefill_attended = 0, decode_context = 0;
     for (const RunnerWork& item : work) {
-      const bool is_decode = !item.entry->is_new && item.num_tokens == 1 && item.entry->sample;
-      (is_decode ? decode : prefill) += item.num_tokens;
-      attended += int64_t{item.num_tokens} * (item.first_position + item.num_tokens);
+      const int64_t context = item.first_position + item.num_tokens;
+      if (IsDecode(*item.entry)) {
+        decode += item.num_tokens;
+        decode_context += context;
+      } else {
+        prefill += item.num_tokens;
+        prefill_attended += item.num_tokens * context;
+      }
     }
-    const absl::Time end = start + options_.step_time.Of(prefill, decode, attended);
+    const absl::Time end =
+        start + options_.step_time.Of(prefill, decode, prefill_attended, decode_context);
     // Sleep first: the fake work below is microseconds, the simulated step milliseconds.
     absl::SleepFor(end - absl::Now());
   }

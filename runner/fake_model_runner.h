@@ -24,19 +24,23 @@ namespace kvserve {
 
 // A simulated step's duration, fitted to a real worker's steps (bench/calibrate_step_time.py):
 //   fixed_ms + prefill_token_ms * prefill tokens + decode_token_ms * decode tokens
-//            + attention_ms_per_mtoken * attended tokens / 1e6
-// where attended tokens sum, over the step's sequences, its tokens computed this step times its
-// context length at the step's end (StepMetrics::num_attended_tokens, the same count).
+//            + prefill_attention_ms_per_mtoken * prefill attended tokens / 1e6
+//            + decode_attention_ms_per_mtoken * decode context tokens / 1e6
+// where prefill attended tokens sum, over the prefill chunks, tokens computed times the context
+// at the step's end, and decode context tokens sum the decodes' contexts (StepMetrics, the same
+// counts). Two attention terms: a prefill chunk's attention is compute, a decode's a cache read.
 struct StepTimeModel {
   double fixed_ms = 0;
   double prefill_token_ms = 0;
   double decode_token_ms = 0;
-  double attention_ms_per_mtoken = 0;
+  double prefill_attention_ms_per_mtoken = 0;
+  double decode_attention_ms_per_mtoken = 0;
 
-  absl::Duration Of(int64_t prefill_tokens, int64_t decode_tokens, int64_t attended_tokens) const;
+  absl::Duration Of(int64_t prefill_tokens, int64_t decode_tokens, int64_t prefill_attended,
+                    int64_t decode_context) const;
   bool empty() const {
     return fixed_ms == 0 && prefill_token_ms == 0 && decode_token_ms == 0 &&
-           attention_ms_per_mtoken == 0;
+           prefill_attention_ms_per_mtoken == 0 && decode_attention_ms_per_mtoken == 0;
   }
 };
 

@@ -244,7 +244,8 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> StartSimulatedServer(const Flags& 
   std::cout << "kvserve-worker device=simulated step_time_model=" << fake.step_time.fixed_ms
             << "ms+" << fake.step_time.prefill_token_ms << "ms/prefill_token+"
             << fake.step_time.decode_token_ms << "ms/decode_token+"
-            << fake.step_time.attention_ms_per_mtoken << "ms/M_attended"
+            << fake.step_time.prefill_attention_ms_per_mtoken << "ms/M_prefill_attended+"
+            << fake.step_time.decode_attention_ms_per_mtoken << "ms/M_decode_context"
             << " output_words=" << fake.output_token_ids.size() << std::endl;
   return WorkerServer::Start(flags.worker, std::make_unique<FakeModelRunner>(fake),
                              std::move(tokenizer), *config);

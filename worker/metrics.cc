@@ -148,7 +148,10 @@ absl::Status WorkerMetrics::OpenStepLog(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat("--step_log: cannot open ", path));
   }
   if (std::ftell(file) == 0) {
-    std::fputs("duration_ms,prefill_tokens,decode_tokens,seqs,attended_tokens\n", file);
+    std::fputs(
+        "duration_ms,prefill_tokens,decode_tokens,seqs,prefill_attended_tokens,"
+        "decode_context_tokens\n",
+        file);
   }
   if (step_log_ != nullptr) std::fclose(step_log_);
   step_log_ = file;
@@ -157,9 +160,10 @@ absl::Status WorkerMetrics::OpenStepLog(const std::string& path) {
 
 void WorkerMetrics::OnStep(const StepMetrics& step) {
   if (step_log_ != nullptr) {
-    std::fprintf(step_log_, "%.4f,%d,%d,%d,%lld\n", absl::ToDoubleMilliseconds(step.duration),
+    std::fprintf(step_log_, "%.4f,%d,%d,%d,%lld,%lld\n", absl::ToDoubleMilliseconds(step.duration),
                  step.num_prefill_tokens, step.num_decode_tokens, step.num_seqs,
-                 static_cast<long long>(step.num_attended_tokens));
+                 static_cast<long long>(step.num_prefill_attended_tokens),
+                 static_cast<long long>(step.num_decode_context_tokens));
     std::fflush(step_log_);
   }
   steps_->Increment();

@@ -50,7 +50,8 @@ class WorkerMetrics : public EngineObserver, public prometheus::Collectable {
   void SetStatsSource(std::function<EngineStats()> source);
 
   // Appends one CSV line per engine step to `path` from now on (header first when the file is
-  // empty): duration_ms,prefill_tokens,decode_tokens,seqs,attended_tokens. What
+  // empty): duration_ms,prefill_tokens,decode_tokens,seqs,prefill_attended_tokens,
+  // decode_context_tokens. What
   // bench/calibrate_step_time.py fits a simulated worker's step time to. Call before the engine
   // runs steps. INVALID_ARGUMENT naming --step_log when the file cannot be opened.
   absl::Status OpenStepLog(const std::string& path);

@@ -116,7 +116,8 @@ absl::StatusOr<StepTimeModel> ParseStepTimeModel(absl::string_view json_text) {
       {"fixed_ms", &model.fixed_ms},
       {"prefill_token_ms", &model.prefill_token_ms},
       {"decode_token_ms", &model.decode_token_ms},
-      {"attention_ms_per_mtoken", &model.attention_ms_per_mtoken}};
+      {"prefill_attention_ms_per_mtoken", &model.prefill_attention_ms_per_mtoken},
+      {"decode_attention_ms_per_mtoken", &model.decode_attention_ms_per_mtoken}};
   for (const auto& [name, value] : fields) {
     auto it = json.find(name);
     if (it == json.end()) continue;

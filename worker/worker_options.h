@@ -65,7 +65,8 @@ struct TlsMaterial {
 absl::StatusOr<TlsMaterial> LoadTlsFiles(const WorkerOptions& options);
 
 // A --step_time_model file: a JSON object with the StepTimeModel fields (fixed_ms,
-// prefill_token_ms, decode_token_ms, attention_ms_per_mtoken; each a number >= 0, absent: 0)
+// prefill_token_ms, decode_token_ms, prefill_attention_ms_per_mtoken,
+// decode_attention_ms_per_mtoken; each a number >= 0, absent: 0)
 // and any other keys (e.g. "source") ignored. INVALID_ARGUMENT naming the flag and the field.
 absl::StatusOr<StepTimeModel> ParseStepTimeModel(absl::string_view json_text);
 

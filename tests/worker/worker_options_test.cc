@@ -58,17 +58,19 @@ TEST(WorkerOptions, UnreadableTlsFileIsNamed) {
 TEST(WorkerOptions, StepTimeModelReadsItsFieldsAndIgnoresOthers) {
   absl::StatusOr<StepTimeModel> model = ParseStepTimeModel(
       R"({"fixed_ms": 3.5, "prefill_token_ms": 0.25, "decode_token_ms": 1,
-          "attention_ms_per_mtoken": 40, "source": "fit of 1200 steps"})");
+          "prefill_attention_ms_per_mtoken": 40, "decode_attention_ms_per_mtoken": 500,
+          "source": "fit of 1200 steps"})");
   KVSERVE_ASSERT_OK(model);
   EXPECT_EQ(model->fixed_ms, 3.5);
   EXPECT_EQ(model->prefill_token_ms, 0.25);
   EXPECT_EQ(model->decode_token_ms, 1);
-  EXPECT_EQ(model->attention_ms_per_mtoken, 40);
-  // 3.5 + 0.25 * 100 + 1 * 8 + 40 * 2e6 / 1e6 = 116.5 ms
-  EXPECT_EQ(model->Of(100, 8, 2'000'000), absl::Microseconds(116500));
+  EXPECT_EQ(model->prefill_attention_ms_per_mtoken, 40);
+  EXPECT_EQ(model->decode_attention_ms_per_mtoken, 500);
+  // 3.5 + 0.25 * 100 + 1 * 8 + 40 * 2e6 / 1e6 + 500 * 16000 / 1e6 = 124.5 ms
+  EXPECT_EQ(model->Of(100, 8, 2'000'000, 16'000), absl::Microseconds(124500));
   absl::StatusOr<StepTimeModel> partial = ParseStepTimeModel(R"({"decode_token_ms": 2})");
   KVSERVE_ASSERT_OK(partial);
-  EXPECT_EQ(partial->Of(10, 3, 1000), absl::Milliseconds(6));
+  EXPECT_EQ(partial->Of(10, 3, 1000, 1000), absl::Milliseconds(6));
 }
 
 TEST(WorkerOptions, BadStepTimeModelIsNamed) {
