@@ -12,9 +12,9 @@
 // separate stream for the whole run (--no_status for a router target).
 //
 // Reported: output tokens/s (all output tokens / wall time from first start to last finish),
-// TTFT p50/p99 (call start to first token), inter-token latency p50/p99 (gap between token
-// arrivals within a stream, split evenly when one message holds several tokens), e2e latency,
-// peak KV usage; as text and as one JSON line.
+// TTFT p50/p90/p99 (call start to first token), inter-token latency p50/p99/p99.9 (gap between
+// token arrivals within a stream, split evenly when one message holds several tokens), e2e
+// latency, peak KV usage; as text and as one JSON line.
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>

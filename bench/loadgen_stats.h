@@ -15,7 +15,9 @@ struct LatencyPercentiles {
   int64_t count = 0;
   double mean_s = 0;
   double p50_s = 0;
+  double p90_s = 0;
   double p99_s = 0;
+  double p999_s = 0;  // the tail a stream meets once in a thousand tokens
   double max_s = 0;
 };
 

@@ -70,7 +70,8 @@ EngineCore::EngineCore(const EngineOptions& options, std::unique_ptr<ModelRunner
       eos_token_ids_(runner_->eos_token_ids()),
       scheduler_(std::make_unique<Scheduler>(
           SchedulerConfig{.max_num_seqs = options.max_num_seqs,
-                          .max_num_batched_tokens = options.max_num_batched_tokens},
+                          .max_num_batched_tokens = options.max_num_batched_tokens,
+                          .max_prefill_tokens_per_step = options.max_prefill_tokens_per_step},
           manager_.get(), observer)) {}
 
 namespace {

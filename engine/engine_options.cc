@@ -20,6 +20,10 @@ absl::Status EngineOptions::Validate() const {
                absl::StrCat("must be >= max_num_seqs (", max_num_seqs, ")"),
                max_num_batched_tokens);
   }
+  if (max_prefill_tokens_per_step < 0) {
+    return bad("max_prefill_tokens_per_step", "must be >= 0 (0: no cap)",
+               max_prefill_tokens_per_step);
+  }
   if (max_waiting_requests < 1) {
     return bad("max_waiting_requests", "must be >= 1", max_waiting_requests);
   }

@@ -19,7 +19,9 @@ struct EngineOptions {
   int64_t kv_memory_bytes = 0;
   int32_t max_num_seqs = 64;             // sequences (choices) running at once
   int32_t max_num_batched_tokens = 512;  // tokens computed per step; >= max_num_seqs
-  int32_t max_waiting_requests = 256;    // Submit past this: RESOURCE_EXHAUSTED
+  // Prefill tokens of a step that also decodes (SchedulerConfig); 0: up to the step's budget.
+  int32_t max_prefill_tokens_per_step = 0;
+  int32_t max_waiting_requests = 256;  // Submit past this: RESOURCE_EXHAUSTED
   int32_t max_n = 16;         // choices per request; the engine uses min(max_n, max_num_seqs)
   int32_t max_logprobs = 20;  // SamplingOptions.logprobs upper bound (<= 20)
   int32_t max_stop_strings = 16;

@@ -189,6 +189,9 @@ StepPlan Scheduler::Schedule(absl::Time now) {
 
   // Running sequences: decodes first, then unfinished prefills, oldest admission first.
   for (bool decodes : {true, false}) {
+    if (!decodes && !step_.empty() && config_.max_prefill_tokens_per_step > 0) {
+      budget_ = std::min(budget_, config_.max_prefill_tokens_per_step);  // step_ holds decodes
+    }
     for (size_t i = 0; i < running_.size() && budget_ > 0; ++i) {
       Sequence* seq = running_[i];
       const int32_t need = seq->num_uncomputed();

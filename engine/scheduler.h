@@ -5,11 +5,15 @@
 //   2. running sequences still in prefill (a chunk each, as the budget allows);
 //   3. waiting sequences, front first, while the budget, the cap and the KV pool allow
 //      (KvCacheManager::AddSequence attaches the cached prefix, so cached tokens cost nothing).
-// A long prompt is thus prefilled in chunks over several steps. When a running sequence cannot
-// get a block, the most recently admitted running sequence is preempted by recompute: its blocks
-// are freed and it goes back to the front of the waiting queue with every token it has; nothing
-// new is admitted in that step. Sampling keyed by (seed, token index) makes the resumed output
-// the same as without preemption.
+// A long prompt is thus prefilled in chunks over several steps. When the step decodes anything,
+// 2 and 3 together take at most max_prefill_tokens_per_step tokens: a step's time grows with its
+// prefill tokens, and every decoding stream waits for the whole step, so the cap bounds the
+// inter-token latency that new prompts add (vLLM's chunked-prefill policy, with a per-step
+// prefill cap). A step with no decode is not capped: it stalls nobody. When a running sequence
+// cannot get a block, the most recently admitted running sequence is preempted by recompute: its
+// blocks are freed and it goes back to the front of the waiting queue with every token it has;
+// nothing new is admitted in that step. Sampling keyed by (seed, token index) makes the resumed
+// output the same as without preemption.
 //
 // The scheduler produces a StepPlan (step_plan.h) and applies the StepResult (Update); deciding
 // whether a choice finished is the caller's job (EngineCore), which then calls FinishSequence.
@@ -39,6 +43,7 @@ namespace kvserve {
 struct SchedulerConfig {
   int32_t max_num_seqs = 64;
   int32_t max_num_batched_tokens = 512;
+  int32_t max_prefill_tokens_per_step = 0;  // while some sequence decodes; 0: no cap
 };
 
 // A token the runner sampled, with the sequence it belongs to.

@@ -64,6 +64,9 @@ ABSL_FLAG(double, gpu_memory_utilization, 0.90,
 ABSL_FLAG(bool, enforce_eager, false, "Run decode steps eagerly (no CUDA graphs)");
 ABSL_FLAG(int32_t, max_num_seqs, 64, "Sequences running at once");
 ABSL_FLAG(int32_t, max_num_batched_tokens, 512, "Tokens computed per engine step");
+ABSL_FLAG(int32_t, max_prefill_tokens_per_step, 0,
+          "Prompt tokens computed in a step that also decodes, so new prompts delay decoding "
+          "streams by a bounded amount (0: no cap beyond --max_num_batched_tokens)");
 ABSL_FLAG(std::string, listen, "127.0.0.1:50061", "gRPC host:port (port 0: any free port)");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9461", "/metrics host:port (0: any free port)");
 ABSL_FLAG(int32_t, http_port, -1,
@@ -152,6 +155,7 @@ absl::StatusOr<Flags> ReadFlags() {
   }
   options.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
   options.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
+  options.max_prefill_tokens_per_step = absl::GetFlag(FLAGS_max_prefill_tokens_per_step);
   options.listen = absl::GetFlag(FLAGS_listen);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.tls_cert = absl::GetFlag(FLAGS_tls_cert);

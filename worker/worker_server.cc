@@ -27,8 +27,8 @@ std::string WithPort(const std::string& address, int port) {
 
 // Engine::Create names a bad option as "kv_memory_bytes: ..."; say it as the flag it came from.
 absl::Status NameTheFlag(const absl::Status& status) {
-  for (absl::string_view flag :
-       {"block_size", "kv_memory_bytes", "max_num_seqs", "max_num_batched_tokens"}) {
+  for (absl::string_view flag : {"block_size", "kv_memory_bytes", "max_num_seqs",
+                                 "max_num_batched_tokens", "max_prefill_tokens_per_step"}) {
     if (absl::StartsWith(status.message(), absl::StrCat(flag, ":"))) {
       return absl::Status(status.code(), absl::StrCat("--", status.message()));
     }
@@ -44,6 +44,7 @@ EngineOptions ToEngineOptions(const WorkerOptions& options) {
   engine.kv_memory_bytes = options.kv_memory_bytes;
   engine.max_num_seqs = options.max_num_seqs;
   engine.max_num_batched_tokens = options.max_num_batched_tokens;
+  engine.max_prefill_tokens_per_step = options.max_prefill_tokens_per_step;
   engine.max_n = std::min(engine.max_n, options.max_num_seqs);
   engine.max_waiting_requests = options.max_waiting_requests;
   return engine;

@@ -79,6 +79,11 @@ TEST(EngineApiTest, OptionsAreValidatedWithTheOptionNamed) {
   engine = Engine::Create(options, std::make_unique<FakeModelRunner>(), nullptr, nullptr);
   EXPECT_THAT(engine, StatusIs(_, HasSubstr("max_num_batched_tokens")));
   options = SmallOptions();
+  options.max_prefill_tokens_per_step = -1;
+  engine = Engine::Create(options, std::make_unique<FakeModelRunner>(), nullptr, nullptr);
+  EXPECT_THAT(engine, StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("max_prefill_tokens_per_step: must be >= 0")));
+  options = SmallOptions();
   options.num_kv_blocks = 0;
   options.kv_memory_bytes = 100 * 16 * 1024;  // 100 blocks of the fake's 16 KiB
   engine = Engine::Create(options, std::make_unique<FakeModelRunner>(), nullptr, nullptr);

@@ -132,6 +132,56 @@ TEST(SchedulerTest, LongPromptIsPrefilledInChunks) {
   ExpectAllBlocksFree(*core);
 }
 
+TEST(SchedulerTest, PrefillCapBoundsEveryStepThatDecodes) {
+  std::mt19937 rng(11);
+  EngineOptions options;
+  options.num_kv_blocks = 64;
+  options.max_num_seqs = 8;
+  options.max_num_batched_tokens = 128;
+  options.max_prefill_tokens_per_step = 24;
+  std::vector<EngineRequest> requests = {MakeRequest("short", RandomPrompt(rng, 10), 30)};
+  for (int i = 0; i < 3; ++i) {
+    requests.push_back(MakeRequest("long" + std::to_string(i), RandomPrompt(rng, 70), 5));
+  }
+  std::unique_ptr<EngineCore> core = MakeCore(options);
+  std::map<std::string, std::shared_ptr<RequestStream>> streams;
+  for (const EngineRequest& request : requests) {
+    streams[request.request_id] = SubmitToCore(*core, request);
+  }
+  std::vector<int32_t> prefill_tokens_with_decodes;
+  int32_t first_step_tokens = -1;
+  RunCore(*core, [&](const StepPlan& plan) {
+    int32_t decodes = 0;
+    int32_t prefill = 0;
+    for (const ScheduledSequence& seq : plan.sequences) {
+      if (IsDecode(seq)) {
+        ++decodes;
+      } else {
+        prefill += seq.num_scheduled_tokens;
+      }
+    }
+    if (first_step_tokens < 0) first_step_tokens = prefill;
+    if (decodes > 0 && prefill > 0) prefill_tokens_with_decodes.push_back(prefill);
+  });
+  // Nothing decodes in the first step, so it takes the whole budget; afterwards every step that
+  // decodes prefills at most the cap, and the long prompts still finish.
+  EXPECT_EQ(first_step_tokens, options.max_num_batched_tokens);
+  ASSERT_FALSE(prefill_tokens_with_decodes.empty());
+  for (int32_t prefill : prefill_tokens_with_decodes) EXPECT_LE(prefill, 24);
+  std::map<std::string, RequestResult> capped;
+  for (auto& [id, stream] : streams) capped[id].Drain(*stream);
+  ExpectAllBlocksFree(*core);
+
+  // The cap changes when tokens are computed, never which tokens come out.
+  options.max_prefill_tokens_per_step = 0;
+  std::map<std::string, RequestResult> uncapped = RunAll(options, requests);
+  for (const EngineRequest& request : requests) {
+    const std::string& id = request.request_id;
+    KVSERVE_EXPECT_OK(capped[id].status);
+    EXPECT_EQ(capped[id].choices[0].tokens, uncapped[id].choices[0].tokens) << id;
+  }
+}
+
 TEST(SchedulerTest, PreemptedRequestsGiveTheSameOutputAsWithoutPreemption) {
   const uint32_t seed = 99;
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
