@@ -17,6 +17,7 @@
 //                           block 16), 1/8/32 sequences x 1k context; bytes/s of K+V read, and
 //                           kv_bw_fraction = that rate / the 2-thread read bandwidth measured in
 //                           the same process.
+//   BM_PagedPrefillAttention one L-token prompt's causal attention (same shape): FLOP/s.
 //   BM_Sample               one token from SmolLM2's 49152 logits: greedy, top-k 50, top-p 0.9
 //                           (full sort), with 5 logprobs and penalties over a 512-token history.
 // Run: build-kernels/bench/kernels_bench --benchmark_min_time=1 (figures in bench/RESULTS.md)
@@ -159,6 +160,37 @@ void BM_PagedDecodeAttention(benchmark::State& state) {
       benchmark::Counter(kv_bytes / bandwidth, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["mem_read_bw"] = bandwidth;
 }
+// Prefill attention of one L-token prompt (SmolLM2 shape, f32 cache, all keys causal): FLOP/s
+// of the causal work, 4 x heads x head_dim x L(L+1)/2, on `threads` threads.
+void BM_PagedPrefillAttention(benchmark::State& state) {
+  const int len = static_cast<int>(state.range(0));
+  const int threads = static_cast<int>(state.range(1));
+  std::mt19937 rng(3);
+  testing::PagedBatch b = testing::MakePagedBatch({{len, len}}, 9, 3, 64, 16, 0, rng);
+  const PagedKvView view{b.k_cache.data(), b.v_cache.data(), b.num_blocks, 3, 16, 64};
+  cpu::WriteKv({b.new_k.data(), b.new_v.data(), b.slot_mapping.data(), b.num_tokens, 0, 0, view});
+  cpu::ThreadPool pool(threads);
+  const AttentionShape shape{b.num_tokens, 1, len, 9, 3, 64, 16};
+  std::vector<char> workspace(cpu::AttentionWorkspaceBytes(shape, pool.num_threads()));
+  std::vector<float> out(b.q.size());
+  const PagedAttentionParams p =
+      testing::MakeAttentionParams(b, view, out.data(), workspace.data(), workspace.size());
+  for (auto _ : state) {
+    cpu::PagedAttention(p, &pool);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(4.0 * 9 * 64 * (double(len) * (len + 1) / 2),
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(cpu::CpuIsaName(cpu::ActiveCpuIsa()));
+}
+BENCHMARK(BM_PagedPrefillAttention)
+    ->ArgNames({"len", "threads"})
+    ->Args({512, 1})
+    ->Args({2048, 1})
+    ->Args({2048, 2})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 BENCHMARK(BM_PagedDecodeAttention)
     ->ArgNames({"seqs", "context", "threads"})
     ->Args({1, 1024, 2})

@@ -6,6 +6,11 @@
 //   BM_NextToken_Recompute/1000  the same token by recomputing the whole 1,001-token prefix
 //                                (a fresh cache salt each time, so nothing is reused)
 // The last two are the KV cache's reason to exist; their time ratio is the speed-up.
+//   BM_PrefillOps/L          one L-token prompt (128 ... 8192) in one step, each backend call
+//                            timed (kernels::TimedBackend): the share of each op, Linear's and
+//                            attention's FLOP rates, and the forward's rate against
+//   BM_GemmPeak              an f32 [2048 x 2048] x [2048 x 2048] Linear on the same backend:
+//                            the machine's measured GEMM rate with these threads.
 // The model is $KVSERVE_MODEL or the cached default model; the device and types come from
 // $KVSERVE_BENCH_DEVICE (cpu, cuda), $KVSERVE_BENCH_DTYPE and $KVSERVE_BENCH_KV_DTYPE (auto);
 // $KVSERVE_BENCH_ENFORCE_EAGER=1 turns the decode graphs off. Decode steps report weights_GB/s:
@@ -22,6 +27,7 @@
 #include "benchmark/benchmark.h"
 #include "engine/engine_core.h"
 #include "engine/request_stream.h"
+#include "kernels/timed_backend.h"
 #include "model/default_model.h"
 #include "runner/runner_factory.h"
 
@@ -31,6 +37,7 @@ namespace {
 constexpr int32_t kBlockSize = 16;
 constexpr int32_t kMaxSeqs = 64;
 constexpr int32_t kMaxContext = 1024 + 64;
+constexpr int32_t kMaxPrefill = 8192;  // BM_PrefillOps' longest prompt, in one step
 
 std::string Env(const char* name, const char* fallback) {
   const char* value = std::getenv(name);
@@ -41,6 +48,9 @@ std::string Env(const char* name, const char* fallback) {
 // before the next one starts.
 struct Fixture {
   std::unique_ptr<EngineCore> core;
+  std::shared_ptr<kernels::TimedBackend> timed;  // the runner's backend; timing off but in
+                                                 // BM_PrefillOps
+  ModelConfig config;
   int32_t vocab = 0;
   int64_t weight_bytes = 0;
   bool on_cpu = true;
@@ -56,20 +66,25 @@ Fixture& Shared() {
                            .device = Env("KVSERVE_BENCH_DEVICE", "cpu"),
                            .dtype = Env("KVSERVE_BENCH_DTYPE", "auto"),
                            .kv_cache_dtype = Env("KVSERVE_BENCH_KV_DTYPE", "auto"),
-                           .enforce_eager = Env("KVSERVE_BENCH_ENFORCE_EAGER", "0") == "1"});
+                           .enforce_eager = Env("KVSERVE_BENCH_ENFORCE_EAGER", "0") == "1",
+                           .wrap_backend = [f](std::shared_ptr<kernels::Backend> backend) {
+                             f->timed = std::make_shared<kernels::TimedBackend>(backend);
+                             return std::shared_ptr<kernels::Backend>(f->timed);
+                           }});
     if (!created.ok()) {
       f->error = absl::StrCat(created.status().message(), " (run scripts/setup.sh)");
       return f;
     }
+    f->config = created->config;
     f->vocab = created->config.vocab_size;
     f->weight_bytes = created->weight_bytes;
     f->on_cpu = created->backend_name == "cpu";
     EngineOptions options;
     options.block_size = kBlockSize;
-    options.num_kv_blocks = kMaxSeqs * (kMaxContext / kBlockSize) + 64;
+    options.num_kv_blocks = kMaxSeqs * (kMaxContext / kBlockSize) + kMaxPrefill / kBlockSize + 64;
     options.max_num_seqs = kMaxSeqs;
-    options.max_num_batched_tokens = kMaxContext;
-    options.max_context_len = std::min(kMaxContext, created->config.max_context);
+    options.max_num_batched_tokens = std::min(kMaxPrefill, created->config.max_context);
+    options.max_context_len = options.max_num_batched_tokens;
     auto core = EngineCore::Create(options, std::move(created->runner), nullptr, nullptr);
     if (!core.ok()) {
       f->error = std::string(core.status().message());
@@ -214,6 +229,98 @@ void BM_NextToken_Recompute(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_NextToken_Recompute)->Arg(1000)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// One L-token prompt prefilled in one step with every backend call timed. Counters: tokens/s
+// (whole step, timed), <op>_% (the op's share of the timed backend time), linear_GFLOP/s,
+// attention_GFLOP/s (causal: 4 x heads x head_dim x L(L+1)/2 per layer, the work a kernel
+// that skips masked keys does) and forward_GFLOP/s (both, over the step's time).
+void BM_PrefillOps(benchmark::State& state) {
+  Fixture& f = Shared();
+  if (!f.error.empty()) return state.SkipWithError(f.error.c_str());
+  const int32_t len = std::min<int32_t>(static_cast<int32_t>(state.range(0)),
+                                        f.core->options().max_num_batched_tokens - 1);
+  const std::vector<int32_t> prompt = RandomTokens(len, f.vocab, 3);
+  f.timed->Reset();
+  for (auto _ : state) {
+    if (!Submit(f, prompt, 1, "", state)) break;
+    f.timed->set_enabled(true);
+    const bool ok = Step(f, state);  // prefill + first token
+    f.timed->set_enabled(false);
+    if (!ok) break;
+    state.PauseTiming();
+    Finish(f, state);
+    state.ResumeTiming();
+  }
+  const double iterations = static_cast<double>(state.iterations());
+  const double op_seconds = f.timed->total_seconds();
+  for (int op = 0; op < kernels::kNumTimedOps; ++op) {
+    const kernels::OpTotals& totals = f.timed->totals(static_cast<kernels::TimedOp>(op));
+    if (totals.calls == 0) continue;
+    state.counters[absl::StrCat(kernels::TimedOpName(static_cast<kernels::TimedOp>(op)), "_%")] =
+        100.0 * totals.seconds / op_seconds;
+  }
+  const kernels::OpTotals& linear = f.timed->totals(kernels::TimedOp::kLinear);
+  const kernels::OpTotals& attention = f.timed->totals(kernels::TimedOp::kAttention);
+  const ModelConfig& c = f.config;
+  const double attention_flops = 4.0 * c.num_layers * c.num_heads * c.head_dim *
+                                 (static_cast<double>(len) * (len + 1) / 2) * iterations;
+  state.counters["prompt_tokens"] = len;
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(len), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["linear_GFLOP/s"] = linear.flops / linear.seconds * 1e-9;
+  state.counters["attention_GFLOP/s"] = attention_flops / attention.seconds * 1e-9;
+  state.counters["forward_GFLOP/s"] =
+      benchmark::Counter((linear.flops + attention_flops) / iterations * 1e-9,
+                         benchmark::Counter::kIsIterationInvariantRate);
+  f.timed->Reset();
+}
+BENCHMARK(BM_PrefillOps)
+    ->Arg(128)
+    ->Arg(512)
+    ->Iterations(4)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_PrefillOps)->Arg(2048)->Iterations(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_PrefillOps)->Arg(8192)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The GEMM rate of the model's backend (its threads, its f32 Linear): a [2048 x 2048] by
+// [2048 x 2048] product, what prefill's FLOP rate is set against.
+void BM_GemmPeak(benchmark::State& state) {
+  Fixture& f = Shared();
+  if (!f.error.empty()) return state.SkipWithError(f.error.c_str());
+  constexpr int32_t kN = 2048;
+  const size_t bytes = sizeof(float) * kN * kN;
+  std::vector<float> host(size_t{kN} * kN);
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (float& v : host) v = dist(rng);
+  kernels::Backend& backend = *f.timed;
+  auto* x = static_cast<float*>(backend.Allocate(bytes));
+  auto* w = static_cast<float*>(backend.Allocate(bytes));
+  auto* y = static_cast<float*>(backend.Allocate(bytes));
+  if (x == nullptr || w == nullptr || y == nullptr) {
+    state.SkipWithError("out of memory");
+  } else {
+    backend.CopyToDevice(x, host.data(), bytes);
+    backend.CopyToDevice(w, host.data(), bytes);
+    for (auto _ : state) {
+      backend.Linear({.x = x,
+                      .w = w,
+                      .bias = nullptr,
+                      .y = y,
+                      .num_tokens = kN,
+                      .in_features = kN,
+                      .out_features = kN});
+      backend.Synchronize();
+    }
+    state.counters["GFLOP/s"] = benchmark::Counter(2.0 * kN * kN * kN * 1e-9,
+                                                   benchmark::Counter::kIsIterationInvariantRate);
+  }
+  for (float* p : {x, w, y}) {
+    if (p != nullptr) backend.Free(p);
+  }
+}
+BENCHMARK(BM_GemmPeak)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace kvserve

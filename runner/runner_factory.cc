@@ -32,6 +32,7 @@ absl::StatusOr<CreatedRunner> CreateLlamaRunner(const RunnerFactoryOptions& opti
     }
     return absl::FailedPreconditionError(absl::StrCat("device ", options.device, ": ", error));
   }
+  if (options.wrap_backend) backend = options.wrap_backend(std::move(backend));
   TensorParallel tensor_parallel = options.tensor_parallel;
   if (options.make_comm) {
     KVSERVE_ASSIGN_OR_RETURN(Communicator * comm, options.make_comm(backend.get()));

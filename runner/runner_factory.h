@@ -37,6 +37,10 @@ struct RunnerFactoryOptions {
   // NCCL communicator works on its backend's stream) and replaces tensor_parallel.comm with it.
   // The communicator is the caller's (borrowed; it must outlive the runner).
   std::function<absl::StatusOr<Communicator*>(kernels::Backend* backend)> make_comm = nullptr;
+  // When set, the runner computes on what this returns for the backend made for `device` (a
+  // benchmark's kernels::TimedBackend around it, say).
+  std::function<std::shared_ptr<kernels::Backend>(std::shared_ptr<kernels::Backend>)> wrap_backend =
+      nullptr;
 };
 
 struct CreatedRunner {

@@ -11,7 +11,8 @@
 //
 // With AVX-512 (head_dim % 16 == 0) a block's keys go 16 at a time into the lanes of one vector:
 // a query row's 16 scores come out of one shared tree of shuffles instead of 16 horizontal sums,
-// and its softmax update is one vector exp. Every row takes the same operations in the same
+// and its softmax update is one vector exp. With AVX2 (head_dim % 8 == 0) the same goes 8 keys at
+// a time; elsewhere a portable loop. Every row takes the same operations in the same
 // order whatever the rows beside it, so a token's attention does not depend on the batch it is
 // computed in (prefill or decode; the migration of a request between workers relies on that).
 // (Transposing each chunk of K once per item instead, for a plain FMA chain per row, measured
@@ -113,21 +114,11 @@ void UpdateRowGeneric(const RowUpdate& u) {
   }
 }
 
-#if defined(__x86_64__)
-// The AVX-512 path (head_dim % 16 == 0; see the top of the file). Only these functions are
-// compiled for AVX-512; they run where ActiveCpuIsa() says so.
-// (GCC 12's AVX-512 intrinsics build their "undefined" vectors as `__m512 y = y;`, which
-// -Wmaybe-uninitialized reports: not our code; see kernels/CMakeLists.txt.)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-// One chunk of up to 16 keys against every query row of an item.
+// One chunk of keys (16 on AVX-512, 8 on AVX2) against every query row of an item.
 struct ChunkUpdate {
   const float* k;  // [keys, head_dim]
   const float* v;  // [keys, head_dim]
-  int keys;        // keys in the chunk, 1..kChunkKeys
+  int keys;        // keys in the chunk, 1..the path's chunk
   int visible;     // keys of the chunk the item's first query token sees (may be <= 0)
   int rows;        // query rows: token i's rows are [i * group, (i + 1) * group)
   int group;
@@ -138,6 +129,95 @@ struct ChunkUpdate {
   float* row_max;  // [rows]
   float* row_sum;  // [rows]
 };
+
+#if defined(__x86_64__)
+// The AVX2 path (head_dim % 8 == 0): the AVX-512 path's operations at half the width, keys 8 at
+// a time in the lanes of one vector. Only these functions are compiled for AVX2 + FMA.
+
+// Lane i of the result is the sum of the lanes of p[i].
+__attribute__((target("avx2,fma"))) __m256 SumEach8(const __m256* p) {
+  const __m256 t0 = _mm256_hadd_ps(p[0], p[1]);
+  const __m256 t1 = _mm256_hadd_ps(p[2], p[3]);
+  const __m256 t2 = _mm256_hadd_ps(p[4], p[5]);
+  const __m256 t3 = _mm256_hadd_ps(p[6], p[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1);  // [p0..p3 lanes 0-3 | p0..p3 lanes 4-7]
+  const __m256 u1 = _mm256_hadd_ps(t2, t3);  // the same for p4..p7
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+__attribute__((target("avx2,fma"))) float MaxOf8(__m256 x) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+__attribute__((target("avx2,fma"))) float SumOf8(__m256 x) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+__attribute__((target("avx2,fma"))) void UpdateChunkAvx2(const ChunkUpdate& c) {
+  constexpr int kKeys = 8;
+  const __m256 minus_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int r = 0; r < c.rows; ++r) {
+    const int valid = std::min(c.keys, c.visible + r / c.group);
+    if (valid <= 0) continue;
+    const float* q = c.q + static_cast<int64_t>(r) * c.head_dim;
+    // Scores: per key the products of 8-dimension slices in one FMA chain, then the 8 chains
+    // summed together (key j in lane j).
+    __m256 part[kKeys];
+    for (int key = 0; key < kKeys; ++key) {
+      if (key >= c.keys) {
+        part[key] = _mm256_setzero_ps();
+        continue;
+      }
+      const float* k = c.k + static_cast<int64_t>(key) * c.head_dim;
+      __m256 sum = _mm256_mul_ps(_mm256_loadu_ps(q), _mm256_loadu_ps(k));
+      for (int d = 8; d < c.head_dim; d += 8) {
+        sum = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(k + d), sum);
+      }
+      part[key] = sum;
+    }
+    const __m256 seen = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(valid), lane));
+    const __m256 scores = _mm256_blendv_ps(minus_inf, SumEach8(part), seen);
+    // The online softmax: keys it does not see are -inf, so their weights are masked to 0.
+    const float new_max = std::max(c.row_max[r], MaxOf8(scores));
+    float* weights = c.weights + r * kKeys;
+    _mm256_storeu_ps(weights, _mm256_sub_ps(scores, _mm256_set1_ps(new_max)));
+#pragma omp simd
+    for (int key = 0; key < kKeys; ++key) weights[key] = ExpNonPositive(weights[key]);
+    const __m256 w = _mm256_and_ps(_mm256_loadu_ps(weights), seen);
+    _mm256_storeu_ps(weights, w);
+    const float correction = std::exp(c.row_max[r] - new_max);  // 0 on the first chunk
+    c.row_max[r] = new_max;
+    c.row_sum[r] = c.row_sum[r] * correction + SumOf8(w);
+    // The values.
+    const __m256 scale = _mm256_set1_ps(correction);
+    float* acc = c.acc + static_cast<int64_t>(r) * c.head_dim;
+    for (int d = 0; d < c.head_dim; d += 8) {
+      __m256 a = _mm256_mul_ps(_mm256_loadu_ps(acc + d), scale);
+      for (int key = 0; key < valid; ++key) {
+        a = _mm256_fmadd_ps(_mm256_set1_ps(weights[key]),
+                            _mm256_loadu_ps(c.v + static_cast<int64_t>(key) * c.head_dim + d), a);
+      }
+      _mm256_storeu_ps(acc + d, a);
+    }
+  }
+}
+
+// The AVX-512 path (head_dim % 16 == 0; see the top of the file). Only these functions are
+// compiled for AVX-512; they run where ActiveCpuIsa() says so.
+// (GCC 12's AVX-512 intrinsics build their "undefined" vectors as `__m512 y = y;`, which
+// -Wmaybe-uninitialized reports: not our code; see kernels/CMakeLists.txt.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 // Lane-wise sums of 16 vectors in one: halves of 256 bits, then of 128, then in-lane pairs twice
 // (45 operations, where 16 separate reductions take ~130). Vector i's sum lands in lane
@@ -227,19 +307,27 @@ __attribute__((target("avx512f,fma"))) void UpdateChunkAvx512(const ChunkUpdate&
 #pragma GCC diagnostic pop
 #endif
 
-using UpdateChunkFn = void (*)(const ChunkUpdate&);
+// A chunk update and the keys it takes at once; update null: the generic row update.
+struct ChunkPath {
+  void (*update)(const ChunkUpdate&) = nullptr;
+  int chunk_keys = 0;
+};
 
-// The AVX-512 chunk update where the CPU and head_dim allow, else null (the generic row update).
-UpdateChunkFn PickUpdateChunk(int head_dim) {
+// The widest vector path the CPU (ActiveCpuIsa) and head_dim allow. A token's attention thus
+// depends on the machine's instruction set, never on the batch it comes in.
+ChunkPath PickChunkPath(int head_dim) {
 #if defined(__x86_64__)
-  if (ActiveCpuIsa() >= CpuIsa::kAvx512 && head_dim % 16 == 0) return &UpdateChunkAvx512;
+  if (ActiveCpuIsa() >= CpuIsa::kAvx512 && head_dim % 16 == 0) {
+    return {&UpdateChunkAvx512, kChunkKeys};
+  }
+  if (ActiveCpuIsa() >= CpuIsa::kAvx2 && head_dim % 8 == 0) return {&UpdateChunkAvx2, 8};
 #endif
-  return nullptr;
+  return {};
 }
 
 // Attention of one item; scratch is this thread's ThreadScratchFloats() floats.
 void RunItem(const PagedAttentionParams& p, const WorkItem& item, float* scratch,
-             UpdateChunkFn update_chunk) {
+             const ChunkPath& path) {
   const PagedKvView& c = p.cache;
   const int head_dim = c.head_dim;
   const int group = p.num_heads / c.num_kv_heads;
@@ -308,11 +396,11 @@ void RunItem(const PagedAttentionParams& p, const WorkItem& item, float* scratch
       }
     }
     // Causal: token i (position first_pos + i) sees keys up to its own position.
-    if (update_chunk != nullptr) {
-      for (int c0 = 0; c0 < block_keys; c0 += kChunkKeys) {
-        update_chunk({k + c0 * head_dim, v + c0 * head_dim, std::min(kChunkKeys, block_keys - c0),
-                      first_pos + 1 - (key_begin + c0), rows, group, head_dim, q, scores, acc,
-                      row_max, row_sum});
+    if (path.update != nullptr) {
+      for (int c0 = 0; c0 < block_keys; c0 += path.chunk_keys) {
+        path.update({k + c0 * head_dim, v + c0 * head_dim,
+                     std::min(path.chunk_keys, block_keys - c0), first_pos + 1 - (key_begin + c0),
+                     rows, group, head_dim, q, scores, acc, row_max, row_sum});
       }
       continue;
     }
@@ -363,9 +451,9 @@ void PagedAttention(const PagedAttentionParams& p, ThreadPool* pool) {
   char* tiles = static_cast<char*>(p.workspace) + AlignUp(sizeof(WorkItem) * num_items);
   const size_t per_thread =
       AlignUp(sizeof(float) * ThreadScratchFloats(group, c.head_dim, c.block_size));
-  const UpdateChunkFn update_chunk = PickUpdateChunk(c.head_dim);
+  const ChunkPath path = PickChunkPath(c.head_dim);
   auto body = [&](int64_t i, int thread_index) {
-    RunItem(p, items[i], reinterpret_cast<float*>(tiles + per_thread * thread_index), update_chunk);
+    RunItem(p, items[i], reinterpret_cast<float*>(tiles + per_thread * thread_index), path);
   };
   if (pool != nullptr) {
     pool->ParallelFor(num_items, body);

@@ -1,6 +1,7 @@
 // Paged attention (and the KV write that precedes it) against naive attention over the plain
 // K/V history: mixed prefill + decode batches with padding, contexts crossing block
-// boundaries, head_dim 64/80/128, block sizes 8/16/32, GQA ratios 1/3/4.
+// boundaries, head_dim 64/80/128, block sizes 8/16/32, GQA ratios 1/3/4, on every instruction
+// set the machine has (AVX-512 and AVX2 chunk updates, the portable row update).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -51,6 +52,16 @@ void ExpectMatchesReference(const PagedBatch& b, const std::vector<float>& out, 
   }
 }
 
+// Every instruction set this machine has (the AVX-512 and AVX2 chunk updates, the portable row
+// update); each test resets the cap when done.
+std::vector<cpu::CpuIsa> MachineIsas() {
+  std::vector<cpu::CpuIsa> isas;
+  for (cpu::CpuIsa isa : {cpu::CpuIsa::kScalar, cpu::CpuIsa::kAvx2, cpu::CpuIsa::kAvx512}) {
+    if (isa <= cpu::DetectedCpuIsa()) isas.push_back(isa);
+  }
+  return isas;
+}
+
 using AttentionCase = std::tuple<int /*head_dim*/, int /*block_size*/, int /*group*/>;
 
 class PagedAttentionTest : public ::testing::TestWithParam<AttentionCase> {};
@@ -68,9 +79,8 @@ TEST_P(PagedAttentionTest, MixedPrefillAndDecodeBatchMatchesNaive) {
   PagedBatch b = MakePagedBatch(seqs, kv_heads * group, kv_heads, head_dim, block_size,
                                 /*num_padding=*/3, rng);
   cpu::ThreadPool pool(2);
-  // Every instruction set this machine has (the AVX-512 row update and the portable one).
-  for (cpu::CpuIsa isa : {cpu::CpuIsa::kScalar, cpu::CpuIsa::kAvx2, cpu::CpuIsa::kAvx512}) {
-    if (isa > cpu::DetectedCpuIsa()) continue;
+  for (cpu::CpuIsa isa : MachineIsas()) {
+    SCOPED_TRACE(cpu::CpuIsaName(isa));
     cpu::SetCpuIsaCapForTesting(isa);
     const std::vector<float> out = RunCpuAttention(b, &pool, -7.0f);
     ExpectMatchesReference(b, out, -7.0f);
@@ -106,37 +116,43 @@ TEST(PagedAttentionSingleTest, ResultDoesNotDependOnThreadCount) {
 // tiles beside other tokens) or alone as a decode over the same cache: a request moved to another
 // worker re-prefills the tokens it had decoded, and must continue token for token.
 TEST(PagedAttentionSingleTest, PrefillAndDecodeOfATokenAgreeBitForBit) {
-  for (const int block_size : {8, 16, 32}) {
-    std::mt19937 rng(45 + block_size);
-    std::printf("seed %d\n", 45 + block_size);
-    const int heads = 9, kv_heads = 3, head_dim = 64, len = 50;
-    PagedBatch b = MakePagedBatch({{len, len}}, heads, kv_heads, head_dim, block_size, 0, rng);
-    const std::vector<float> prefill = RunCpuAttention(b, nullptr, 0.0f);  // writes the cache
-    const AttentionShape shape{1, 1, len, heads, kv_heads, head_dim, block_size};
-    std::vector<char> workspace(cpu::AttentionWorkspaceBytes(shape, 1));
-    const int64_t row = int64_t{heads} * head_dim;
-    const PagedKvView view{b.k_cache.data(), b.v_cache.data(), b.num_blocks,
-                           kv_heads,         block_size,       head_dim};
-    for (int i = 0; i < len; ++i) {
-      const int32_t query_start[2] = {0, 1};
-      const int32_t context_len = i + 1;
-      std::vector<float> out(row);
-      // Token i alone: one sequence of one query token over the first i + 1 positions.
-      const AttentionInputs in{b.q.data() + i * row, query_start, &context_len,
-                               b.block_tables.data()};
-      const AttentionSizes sizes{.num_tokens = 1,
-                                 .num_seqs = 1,
-                                 .num_heads = heads,
-                                 .max_blocks_per_seq = b.max_blocks_per_seq,
-                                 .max_query_len = 1,
-                                 .max_context_len = len};
-      cpu::PagedAttention(
-          MakeAttentionParams(in, sizes, view, out.data(), workspace.data(), workspace.size()),
-          nullptr);
-      ASSERT_EQ(out, std::vector<float>(prefill.begin() + i * row, prefill.begin() + (i + 1) * row))
-          << "token " << i << ", block size " << block_size;
+  for (const cpu::CpuIsa isa : MachineIsas()) {
+    cpu::SetCpuIsaCapForTesting(isa);
+    std::printf("isa %s\n", cpu::CpuIsaName(isa));
+    for (const int block_size : {8, 16, 32}) {
+      std::mt19937 rng(45 + block_size);
+      std::printf("seed %d\n", 45 + block_size);
+      const int heads = 9, kv_heads = 3, head_dim = 64, len = 50;
+      PagedBatch b = MakePagedBatch({{len, len}}, heads, kv_heads, head_dim, block_size, 0, rng);
+      const std::vector<float> prefill = RunCpuAttention(b, nullptr, 0.0f);  // writes the cache
+      const AttentionShape shape{1, 1, len, heads, kv_heads, head_dim, block_size};
+      std::vector<char> workspace(cpu::AttentionWorkspaceBytes(shape, 1));
+      const int64_t row = int64_t{heads} * head_dim;
+      const PagedKvView view{b.k_cache.data(), b.v_cache.data(), b.num_blocks,
+                             kv_heads,         block_size,       head_dim};
+      for (int i = 0; i < len; ++i) {
+        const int32_t query_start[2] = {0, 1};
+        const int32_t context_len = i + 1;
+        std::vector<float> out(row);
+        // Token i alone: one sequence of one query token over the first i + 1 positions.
+        const AttentionInputs in{b.q.data() + i * row, query_start, &context_len,
+                                 b.block_tables.data()};
+        const AttentionSizes sizes{.num_tokens = 1,
+                                   .num_seqs = 1,
+                                   .num_heads = heads,
+                                   .max_blocks_per_seq = b.max_blocks_per_seq,
+                                   .max_query_len = 1,
+                                   .max_context_len = len};
+        cpu::PagedAttention(
+            MakeAttentionParams(in, sizes, view, out.data(), workspace.data(), workspace.size()),
+            nullptr);
+        ASSERT_EQ(out,
+                  std::vector<float>(prefill.begin() + i * row, prefill.begin() + (i + 1) * row))
+            << "token " << i << ", block size " << block_size << ", " << cpu::CpuIsaName(isa);
+      }
     }
   }
+  cpu::SetCpuIsaCapForTesting(cpu::CpuIsa::kAvx512);
 }
 
 TEST(PagedAttentionSingleTest, LargeScoresStayFinite) {
@@ -145,9 +161,15 @@ TEST(PagedAttentionSingleTest, LargeScoresStayFinite) {
   std::printf("seed 44\n");
   PagedBatch b = MakePagedBatch({{80, 8}}, 4, 1, 64, 8, 0, rng);
   for (float& x : b.q) x *= 60.0f;
-  const std::vector<float> out = RunCpuAttention(b, nullptr, 0.0f);
-  for (float x : out) ASSERT_TRUE(std::isfinite(x));
-  ExpectMatchesReference(b, out, 0.0f);
+  for (const cpu::CpuIsa isa : MachineIsas()) {
+    SCOPED_TRACE(cpu::CpuIsaName(isa));
+    cpu::SetCpuIsaCapForTesting(isa);
+    PagedBatch fresh = b;
+    const std::vector<float> out = RunCpuAttention(fresh, nullptr, 0.0f);
+    for (float x : out) ASSERT_TRUE(std::isfinite(x));
+    ExpectMatchesReference(fresh, out, 0.0f);
+  }
+  cpu::SetCpuIsaCapForTesting(cpu::CpuIsa::kAvx512);
 }
 
 TEST(PagedAttentionSingleTest, BackendInterfaceWorksWithOnePlanForSeveralBatches) {
