@@ -76,8 +76,7 @@ WorkerCost CostOf(const RoutingQuery& query, const WorkerLoad& load,
   const bool queue_has_room =
       load.max_waiting_requests <= 0 ||
       load.waiting_requests + load.outstanding_requests < load.max_waiting_requests;
-  result.fits =
-      result.charged_blocks <= available && load.total_blocks > 0 && queue_has_room;
+  result.fits = result.charged_blocks <= available && load.total_blocks > 0 && queue_has_room;
 
   const double uncached_tokens =
       static_cast<double>(query.prompt_tokens - result.cached_blocks * query.block_size);
@@ -106,24 +105,34 @@ RoutingChoice ChooseWorker(const RoutingQuery& query, absl::Span<const WorkerLoa
     choice.verdict = RouteVerdict::kNoWorker;
     return choice;
   }
-  std::vector<WorkerCost> costs(candidates.size());
-  std::vector<int> fitting;
+  // One pass, no allocation: a decision is made per request on the router's hot path.
+  WorkerCost best;
+  int64_t num_fitting = 0;
   for (int i = 0; i < static_cast<int>(candidates.size()); ++i) {
-    costs[i] = CostOf(query, candidates[i], weights);
-    choice.best_cached_blocks = std::max(choice.best_cached_blocks, costs[i].cached_blocks);
-    if (costs[i].fits) fitting.push_back(i);
+    const WorkerCost cost = CostOf(query, candidates[i], weights);
+    choice.best_cached_blocks = std::max(choice.best_cached_blocks, cost.cached_blocks);
+    if (!cost.fits) continue;
+    ++num_fitting;
+    if (policy == RoutingPolicy::kRandom) continue;
+    if (choice.index < 0 ||
+        Better(policy, query, cost, candidates[i], best, candidates[choice.index])) {
+      choice.index = i;
+      best = cost;
+    }
   }
-  if (policy == RoutingPolicy::kRandom) {
-    if (!fitting.empty()) choice.index = fitting[query.random_draw % fitting.size()];
-  } else {
-    for (int i : fitting) {
-      if (choice.index < 0 || Better(policy, query, costs[i], candidates[i], costs[choice.index],
-                                     candidates[choice.index])) {
+  if (policy == RoutingPolicy::kRandom && num_fitting > 0) {
+    // The draw's fitting worker, found by a second pass.
+    uint64_t skip = query.random_draw % static_cast<uint64_t>(num_fitting);
+    for (int i = 0; i < static_cast<int>(candidates.size()); ++i) {
+      const WorkerCost cost = CostOf(query, candidates[i], weights);
+      if (cost.fits && skip-- == 0) {
         choice.index = i;
+        best = cost;
+        break;
       }
     }
   }
-  if (choice.index >= 0) choice.chosen = costs[choice.index];
+  if (choice.index >= 0) choice.chosen = best;
   choice.verdict = choice.index >= 0 ? RouteVerdict::kRouted : RouteVerdict::kNoFitNow;
   return choice;
 }
