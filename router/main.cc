@@ -38,6 +38,8 @@ ABSL_FLAG(std::string, workers_dns, "", "Worker DNS name:port (e.g. a headless S
 ABSL_FLAG(double, dns_refresh_s, 10.0, "Seconds between re-resolutions of --workers_dns");
 ABSL_FLAG(std::string, model, kvserve::DefaultModelPath(),
           "GGUF file or Hugging Face directory: only its tokenizer is loaded");
+ABSL_FLAG(std::string, chat_template, "",
+          "Jinja file replacing the model's chat template (give the workers the same file)");
 ABSL_FLAG(std::string, router_id, "", "Name sent to workers (default: router-<host>-<pid>)");
 ABSL_FLAG(int32_t, block_size, 16, "Tokens per KV block; every worker must use the same");
 ABSL_FLAG(std::string, routing_policy, "kv_aware",
@@ -81,6 +83,7 @@ int Run() {
   options.workers_dns = absl::GetFlag(FLAGS_workers_dns);
   options.dns_refresh_s = absl::GetFlag(FLAGS_dns_refresh_s);
   options.model = absl::GetFlag(FLAGS_model);
+  options.chat_template = absl::GetFlag(FLAGS_chat_template);
   options.router_id = absl::GetFlag(FLAGS_router_id);
   options.core.block_size = absl::GetFlag(FLAGS_block_size);
   absl::StatusOr<RoutingPolicy> policy = ParseRoutingPolicy(absl::GetFlag(FLAGS_routing_policy));

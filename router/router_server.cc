@@ -51,7 +51,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
     server->auth_ = std::move(auth);
   }
   KVSERVE_ASSIGN_OR_RETURN(std::unique_ptr<PromptRenderer> renderer,
-                           PromptRenderer::Load(options.model));
+                           PromptRenderer::Load(options.model, options.chat_template));
   server->renderer_ = std::move(renderer);
 
   server->metrics_ = std::make_unique<RouterMetrics>();

@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "base/status_macros.h"
+#include "tokenizer/chat_template.h"
 
 namespace kvserve {
 namespace {
@@ -73,6 +74,7 @@ absl::Status RouterServerOptions::Validate() const {
     return Invalid("--dns_refresh_s", absl::StrCat("must be > 0, got ", dns_refresh_s));
   }
   if (model.empty()) return Invalid("--model", "required (the tokenizer is read from it)");
+  if (!chat_template.empty()) KVSERVE_RETURN_IF_ERROR(ReadChatTemplateFile(chat_template).status());
   if (http_port < -1 || http_port > 65535) {
     return Invalid("--http_port",
                    absl::StrCat("must be -1 (off) or a port 0..65535, got ", http_port));

@@ -33,6 +33,7 @@ struct RouterServerOptions {
   std::string workers_dns;                        // --workers_dns: "name:port"
   double dns_refresh_s = 10.0;                    // --dns_refresh_s: re-resolve period
   std::string model;                              // --model: GGUF / HF dir (tokenizer only)
+  std::string chat_template;                      // --chat_template: Jinja file, else the model's
   std::string router_id;                          // --router_id: name sent to workers
   int32_t max_migrations = 3;                     // --max_migrations: per request
   int32_t status_interval_ms = 0;                 // --status_interval_ms: 0 = worker default
@@ -55,7 +56,8 @@ struct RouterServerOptions {
   // --block_size, --max_queue (admission.max_waiting_requests) and the cost weights.
   RouterCoreOptions core;
 
-  // OK, or INVALID_ARGUMENT whose message starts with the flag at fault.
+  // OK, or INVALID_ARGUMENT whose message starts with the flag at fault. Reads and parses the
+  // --chat_template file.
   absl::Status Validate() const;
   bool tls_enabled() const { return !tls_cert.empty(); }
   bool worker_tls_enabled() const { return !worker_tls_ca.empty(); }

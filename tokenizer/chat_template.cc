@@ -1,107 +1,258 @@
+// The only file that includes minja: its exceptions end here, as absl::Status values.
 #include "tokenizer/chat_template.h"
 
-#include "absl/strings/ascii.h"
+#include <exception>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "minja/minja.hpp"
+#include "tokenizer/python_text.h"
 
 namespace kvserve {
+
+struct ChatTemplate::Parsed {
+  std::shared_ptr<minja::TemplateNode> root;
+};
+
 namespace {
 
-constexpr std::string_view kImStart = "<|im_start|>";
-constexpr std::string_view kImEnd = "<|im_end|>";
+using Json = nlohmann::ordered_json;
 
-// Unescapes the jinja string-literal escapes a template may use (\n, \t, \', \", \\).
-std::string UnescapeLiteral(std::string_view text) {
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '\\' || i + 1 == text.size()) {
-      out.push_back(text[i]);
-      continue;
-    }
-    const char c = text[++i];
-    out.push_back(c == 'n' ? '\n' : c == 't' ? '\t' : c);
+// Tool call arguments of the probe: a template renders them when its output shows the key
+// unescaped (as JSON or as a Python dict), not double-encoded inside a string.
+constexpr std::string_view kProbeArguments = R"({"argument_needle": "probe"})";
+
+// A minja value as JSON: what json.dumps sees. Dict keys that are not strings are spelled as
+// json.dumps spells them (true, null, 1).
+Json ToJson(const minja::Value& value) {
+  if (value.is_callable())
+    throw std::runtime_error("Object of type function is not JSON serializable");
+  if (value.is_array()) {
+    Json out = Json::array();
+    for (size_t i = 0; i < value.size(); ++i) out.push_back(ToJson(value.at(i)));
+    return out;
   }
+  if (value.is_object()) {
+    Json out = Json::object();
+    minja::Value keys_of = value;
+    for (const minja::Value& key : keys_of.keys()) {
+      const std::string name = key.is_string() ? key.get<std::string>() : key.get<Json>().dump();
+      out[name] = ToJson(value.at(key));
+    }
+    return out;
+  }
+  return value.get<Json>();
+}
+
+// The Python string of a value, as str() writes it (Jinja2's filters turn their input into one).
+std::string PythonStr(const minja::Value& value) {
+  return value.is_string() ? value.get<std::string>() : value.to_str();
+}
+
+// transformers' tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False).
+minja::Value ToJsonFilter(minja::ArgumentsValue& args) {
+  if (args.args.empty()) throw std::runtime_error("tojson: no value to serialize");
+  PythonJsonOptions options;
+  const auto set = [&](const std::string& name, const minja::Value& v) {
+    if (name == "ensure_ascii") {
+      options.ensure_ascii = v.to_bool();
+    } else if (name == "indent") {
+      if (v.is_number_integer()) {
+        options.indent = std::string(std::max<int64_t>(0, v.get<int64_t>()), ' ');
+      } else if (v.is_string()) {
+        options.indent = v.get<std::string>();
+      } else if (!v.is_null()) {
+        throw std::runtime_error("tojson: indent must be an integer or a string");
+      }
+    } else if (name == "separators") {
+      if (v.is_null()) return;
+      if (!v.is_array() || v.size() != 2) throw std::runtime_error("tojson: bad separators");
+      options.item_separator = PythonStr(v.at(0));
+      options.key_separator = PythonStr(v.at(1));
+    } else if (name == "sort_keys") {
+      options.sort_keys = v.to_bool();
+    } else {
+      throw std::runtime_error("tojson() got an unexpected keyword argument '" + name + "'");
+    }
+  };
+  static const char* const kPositional[] = {"ensure_ascii", "indent", "separators", "sort_keys"};
+  if (args.args.size() > 1 + std::size(kPositional)) {
+    throw std::runtime_error("tojson: too many arguments");
+  }
+  for (size_t i = 1; i < args.args.size(); ++i) set(kPositional[i - 1], args.args[i]);
+  for (const auto& [name, v] : args.kwargs) set(name, v);
+  return PythonJsonDumps(ToJson(args.args[0]), options);
+}
+
+// Jinja2's trim(value, chars=None): str(value).strip(chars).
+minja::Value TrimFilter(minja::ArgumentsValue& args) {
+  if (args.args.empty() || args.args.size() > 2) throw std::runtime_error("trim: bad arguments");
+  std::optional<minja::Value> chars;
+  if (args.args.size() == 2) chars = args.args[1];
+  for (const auto& [name, v] : args.kwargs) {
+    if (name != "chars") throw std::runtime_error("trim() got an unexpected argument " + name);
+    chars = v;
+  }
+  const std::string text = PythonStr(args.args[0]);
+  if (!chars.has_value() || chars->is_null()) return std::string(PythonStrip(text));
+  return std::string(PythonStrip(text, PythonStr(*chars)));
+}
+
+Json MessageJson(const ChatMessage& message, bool object_arguments) {
+  Json out = Json::object();
+  out["role"] = message.role;
+  out["content"] = message.content.has_value() ? Json(*message.content) : Json(nullptr);
+  if (!message.tool_calls.empty()) {
+    Json calls = Json::array();
+    for (const ChatToolCall& call : message.tool_calls) {
+      Json arguments = call.arguments;
+      if (object_arguments) {
+        Json parsed = Json::parse(call.arguments, nullptr, /*allow_exceptions=*/false);
+        if (parsed.is_object()) arguments = std::move(parsed);
+      }
+      Json item = Json::object();
+      if (!call.id.empty()) item["id"] = call.id;
+      item["type"] = "function";
+      item["function"] = Json{{"name", call.name}, {"arguments", std::move(arguments)}};
+      calls.push_back(std::move(item));
+    }
+    out["tool_calls"] = std::move(calls);
+  }
+  if (!message.tool_call_id.empty()) out["tool_call_id"] = message.tool_call_id;
+  if (!message.name.empty()) out["name"] = message.name;
   return out;
 }
 
-// The literal system prompt a ChatML template writes when the conversation has none: the text of
-// a string literal "<|im_start|>system\n...<|im_end|>". Empty when there is no such literal (the
-// system block takes the message content instead).
-std::string FindDefaultSystemPrompt(std::string_view jinja) {
-  const std::string marker = std::string(kImStart) + "system";
-  for (size_t at = jinja.find(marker); at != std::string_view::npos;
-       at = jinja.find(marker, at + 1)) {
-    std::string_view rest = jinja.substr(at + marker.size());
-    if (rest.starts_with("\n")) {
-      rest.remove_prefix(1);
-    } else if (rest.starts_with("\\n")) {
-      rest.remove_prefix(2);
-    } else {
-      continue;
-    }
-    // The literal must reach <|im_end|> without closing (an unescaped quote); otherwise the
-    // system content comes from the messages.
-    size_t end = 0;
-    while (end < rest.size() && !rest.substr(end).starts_with(kImEnd) && rest[end] != '\'' &&
-           rest[end] != '"') {
-      end += rest[end] == '\\' ? 2 : 1;
-    }
-    if (end < rest.size() && rest.substr(end).starts_with(kImEnd)) {
-      return UnescapeLiteral(rest.substr(0, end));
-    }
+absl::CivilSecond LocalNow() { return absl::ToCivilSecond(absl::Now(), absl::LocalTimeZone()); }
+
+// Renders `root` with `variables` and the functions transformers defines; every error of minja
+// becomes INVALID_ARGUMENT.
+absl::StatusOr<std::string> RenderTemplate(const minja::TemplateNode& root, const Json& variables,
+                                           const ChatTemplate::Clock& clock) {
+  // raise_exception's message, kept apart: minja's error text appends the template location.
+  auto raised = std::make_shared<std::optional<std::string>>();
+  try {
+    std::shared_ptr<minja::Context> context = minja::Context::make(minja::Value(variables));
+    context->set("raise_exception",
+                 minja::Value::callable([raised](const std::shared_ptr<minja::Context>&,
+                                                 minja::ArgumentsValue& args) -> minja::Value {
+                   *raised = args.args.empty() ? "" : PythonStr(args.args[0]);
+                   throw std::runtime_error(**raised);
+                 }));
+    context->set("strftime_now",
+                 minja::Value::callable([clock](const std::shared_ptr<minja::Context>&,
+                                                minja::ArgumentsValue& args) -> minja::Value {
+                   if (args.args.size() != 1 || !args.args[0].is_string()) {
+                     throw std::runtime_error("strftime_now takes one format string");
+                   }
+                   const absl::CivilSecond now = clock ? clock() : LocalNow();
+                   return absl::FormatTime(args.args[0].get<std::string>(),
+                                           absl::FromCivil(now, absl::UTCTimeZone()),
+                                           absl::UTCTimeZone());
+                 }));
+    context->set("tojson", minja::Value::callable(
+                               [](const std::shared_ptr<minja::Context>&,
+                                  minja::ArgumentsValue& args) { return ToJsonFilter(args); }));
+    context->set("trim", minja::Value::callable(
+                             [](const std::shared_ptr<minja::Context>&,
+                                minja::ArgumentsValue& args) { return TrimFilter(args); }));
+    return root.render(context);
+  } catch (const std::exception& e) {
+    if (raised->has_value()) return absl::InvalidArgumentError(**raised);
+    return absl::InvalidArgumentError(absl::StrCat("chat template failed: ", e.what()));
+  } catch (...) {
+    if (raised->has_value()) return absl::InvalidArgumentError(**raised);
+    return absl::InvalidArgumentError("chat template failed");
   }
-  return "";
 }
 
 }  // namespace
 
-absl::StatusOr<ChatTemplate> ChatTemplate::FromJinja(std::string_view jinja) {
-  if (jinja.empty()) return absl::InvalidArgumentError("the model has no chat template");
-  const auto contains = [&](std::string_view part) {
-    return jinja.find(part) != std::string_view::npos;
+ChatTemplate::ChatTemplate(std::shared_ptr<const Parsed> parsed, std::string bos_token,
+                           std::string eos_token, Clock clock)
+    : parsed_(std::move(parsed)),
+      bos_token_(std::move(bos_token)),
+      eos_token_(std::move(eos_token)),
+      clock_(std::move(clock)) {}
+
+absl::StatusOr<ChatTemplate> ChatTemplate::FromJinja(std::string_view jinja_source,
+                                                     std::string bos_token, std::string eos_token,
+                                                     Clock clock) {
+  if (jinja_source.empty()) return absl::InvalidArgumentError("the model has no chat template");
+  auto parsed = std::make_shared<Parsed>();
+  try {
+    parsed->root = minja::Parser::parse(
+        std::string(jinja_source),
+        minja::Options{.trim_blocks = true, .lstrip_blocks = true, .keep_trailing_newline = false});
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("chat template does not parse: ", e.what()));
+  } catch (...) {
+    return absl::InvalidArgumentError("chat template does not parse");
+  }
+  ChatTemplate chat(std::move(parsed), std::move(bos_token), std::move(eos_token),
+                    std::move(clock));
+  // Does the template render arguments given as text, or only given as an object?
+  const auto renders = [&chat](bool as_object) {
+    ChatMessage call{.role = "assistant", .content = std::nullopt};
+    call.tool_calls.push_back(
+        {.id = "probe0001", .name = "probe_tool", .arguments = std::string(kProbeArguments)});
+    const ChatMessage user{.role = "user", .content = "probe"};
+    const Json variables = {
+        {"messages", Json::array({MessageJson(user, false), MessageJson(call, as_object)})},
+        {"add_generation_prompt", false},
+        {"bos_token", chat.bos_token_},
+        {"eos_token", chat.eos_token_}};
+    absl::StatusOr<std::string> text = RenderTemplate(*chat.parsed_->root, variables, chat.clock_);
+    return text.ok() && (text->find("\"argument_needle\":") != std::string::npos ||
+                         text->find("'argument_needle':") != std::string::npos);
   };
-  if (contains(kImStart) && contains(kImEnd)) {
-    return ChatMl(FindDefaultSystemPrompt(jinja));
-  }
-  if (contains("<|start_header_id|>")) {
-    if (contains("Cutting Knowledge Date") || contains("tools")) {
-      return absl::UnimplementedError(
-          "Llama 3.1+ chat template (date / tools header) is not supported; Llama 3 is");
-    }
-    return Llama3();
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unrecognised chat template (supported: ChatML, Llama 3); it begins: ",
-                   std::string(jinja.substr(0, 120))));
+  chat.object_arguments_ = !renders(false) && renders(true);
+  return chat;
 }
 
-ChatTemplate ChatTemplate::ChatMl(std::string default_system_prompt) {
-  return ChatTemplate(ChatFormat::kChatMl, std::move(default_system_prompt));
-}
-
-ChatTemplate ChatTemplate::Llama3() { return ChatTemplate(ChatFormat::kLlama3, ""); }
-
-std::string ChatTemplate::Render(absl::Span<const ChatMessage> messages,
-                                 bool add_generation_prompt) const {
-  std::string out;
-  if (format_ == ChatFormat::kChatMl) {
-    const auto append = [&](std::string_view role, std::string_view content) {
-      out.append(kImStart).append(role).append("\n").append(content).append(kImEnd).append("\n");
-    };
-    if (!default_system_prompt_.empty() && !messages.empty() && messages[0].role != "system") {
-      append("system", default_system_prompt_);
-    }
-    for (const ChatMessage& message : messages) append(message.role, message.content);
-    if (add_generation_prompt) out.append(kImStart).append("assistant\n");
-    return out;
-  }
-  out = "<|begin_of_text|>";
+absl::StatusOr<std::string> ChatTemplate::Render(absl::Span<const ChatMessage> messages,
+                                                 bool add_generation_prompt,
+                                                 absl::Span<const std::string> tools) const {
+  Json variables = Json::object();
+  Json& messages_json = variables["messages"] = Json::array();
   for (const ChatMessage& message : messages) {
-    absl::StrAppend(&out, "<|start_header_id|>", message.role, "<|end_header_id|>\n\n",
-                    absl::StripAsciiWhitespace(message.content), "<|eot_id|>");
+    messages_json.push_back(MessageJson(message, object_arguments_));
   }
-  if (add_generation_prompt)
-    absl::StrAppend(&out, "<|start_header_id|>assistant<|end_header_id|>\n\n");
-  return out;
+  if (!tools.empty()) {
+    Json& tools_json = variables["tools"] = Json::array();
+    for (size_t i = 0; i < tools.size(); ++i) {
+      Json tool = Json::parse(tools[i], nullptr, /*allow_exceptions=*/false);
+      if (!tool.is_object()) {
+        return absl::InvalidArgumentError(absl::StrCat("tools[", i, "]: not a JSON object"));
+      }
+      tools_json.push_back(std::move(tool));
+    }
+  }
+  variables["add_generation_prompt"] = add_generation_prompt;
+  variables["bos_token"] = bos_token_;
+  variables["eos_token"] = eos_token_;
+  return RenderTemplate(*parsed_->root, variables, clock_);
+}
+
+absl::StatusOr<std::string> ReadChatTemplateFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return absl::InvalidArgumentError(absl::StrCat("--chat_template: cannot read '", path, "'"));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (text.str().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--chat_template: '", path, "' is empty"));
+  }
+  if (absl::StatusOr<ChatTemplate> parsed = ChatTemplate::FromJinja(text.str(), "", "");
+      !parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--chat_template: '", path, "': ", parsed.status().message()));
+  }
+  return text.str();
 }
 
 }  // namespace kvserve

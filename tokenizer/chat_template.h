@@ -1,58 +1,98 @@
-// ChatTemplate: turns chat messages into the prompt text a model was trained on. Not a jinja
-// engine: the format is recognised from markers in the model's jinja chat_template, then
-// rendered by hand.
-//   kChatMl  "<|im_start|>{role}\n{content}<|im_end|>\n" per message; the generation prompt is
-//            "<|im_start|>assistant\n". When the template writes a literal system message for
-//            conversations that do not start with one (SmolLM2, Qwen2), that default system
-//            prompt is injected the same way.
-//   kLlama3  "<|begin_of_text|>" then "<|start_header_id|>{role}<|end_header_id|>\n\n
-//            {content, trimmed}<|eot_id|>" per message; the generation prompt is the assistant
-//            header.
+// ChatTemplate: a model's Jinja chat template (tokenizer.chat_template in GGUF metadata, or
+// tokenizer_config.json / chat_template.jinja), parsed once and rendered with minja
+// (third_party/minja), a C++ Jinja engine made for LLM chat templates. Rendering follows
+// transformers' apply_chat_template, so a prompt is the text the model was trained on:
+// trim_blocks and lstrip_blocks; the variables messages, tools (only when given),
+// add_generation_prompt, bos_token and eos_token; the functions raise_exception and
+// strftime_now; `tojson` and `trim` as Python's json.dumps and str.strip compute them.
+// tests/tokenizer/chat_template_golden_test.cc pins real model templates byte for byte against
+// Python's Jinja2 (goldens written by tests/tokenizer/chat_template_goldens.py).
+//
+// Tool call arguments come as JSON text, as OpenAI clients send them. Templates differ on what
+// they take: most print the text, some (Llama 3.1, Qwen2.5) apply tojson and need an object.
+// FromJinja tells them apart with one probe rendering, as llama.cpp does, and Render then hands
+// the latter the parsed object (when the text is a JSON object).
+//
 // The rendered text holds special-token text; Tokenizer::Encode turns it into their single ids.
 //
-// Thread-safety: immutable value; Render may run concurrently.
+// Thread-safety: immutable value (copies share the parsed template); Render may run
+// concurrently.
 #ifndef KVSERVE_TOKENIZER_CHAT_TEMPLATE_H_
 #define KVSERVE_TOKENIZER_CHAT_TEMPLATE_H_
 
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/civil_time.h"
 #include "absl/types/span.h"
 
 namespace kvserve {
 
-struct ChatMessage {
-  std::string role;  // "system", "user", "assistant", ...
-  std::string content;
+// One function call an assistant turn made (OpenAI: type "function").
+struct ChatToolCall {
+  std::string id;         // e.g. "call_abc"; empty: none given
+  std::string name;       // the function's name
+  std::string arguments;  // JSON text, e.g. "{\"location\": \"Paris\"}"
 };
 
-enum class ChatFormat { kChatMl, kLlama3 };
+// {role, content} is a plain message; the fields after them default to "none" (so that brace
+// initialisation may leave them out).
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant", "tool", ...
+  // nullopt: null, as OpenAI clients send it for an assistant turn of tool calls only.
+  std::optional<std::string> content;
+  std::vector<ChatToolCall> tool_calls = {};  // assistant turns only
+  std::string tool_call_id = {};              // role "tool": the call this result answers
+  std::string name = {};                      // role "tool": the function's name
+};
 
 class ChatTemplate {
  public:
-  // Recognises the format of a jinja chat template. INVALID_ARGUMENT when it is empty or none of
-  // the supported formats; UNIMPLEMENTED for a recognised family with parts we do not render
-  // (Llama 3.1's date / tools header).
-  static absl::StatusOr<ChatTemplate> FromJinja(std::string_view jinja_source);
+  // The local time strftime_now formats; tests fix it.
+  using Clock = std::function<absl::CivilSecond()>;
 
-  // A ChatML template; `default_system_prompt` empty = none injected.
-  static ChatTemplate ChatMl(std::string default_system_prompt);
-  static ChatTemplate Llama3();
+  // Parses `jinja_source`. bos_token / eos_token: the text of the model's BOS / EOS tokens ("" when
+  // it has none). `clock` null: the current local time. INVALID_ARGUMENT when the source is empty
+  // ("the model has no chat template") or does not parse (minja's message, with the place).
+  static absl::StatusOr<ChatTemplate> FromJinja(std::string_view jinja_source,
+                                                std::string bos_token, std::string eos_token,
+                                                Clock clock = nullptr);
 
   // The prompt for `messages`, ending with the assistant's header when add_generation_prompt.
-  std::string Render(absl::Span<const ChatMessage> messages, bool add_generation_prompt) const;
+  // `tools`: OpenAI tool objects ({"type": "function", "function": {...}}) as JSON text; empty:
+  // the template sees no tools. INVALID_ARGUMENT when the template refuses the conversation
+  // (raise_exception: exactly its message, e.g. "System role not supported"), when rendering
+  // fails ("chat template failed: ..." with minja's message), or when a tool is not a JSON
+  // object.
+  absl::StatusOr<std::string> Render(absl::Span<const ChatMessage> messages,
+                                     bool add_generation_prompt,
+                                     absl::Span<const std::string> tools = {}) const;
 
-  ChatFormat format() const { return format_; }
-  const std::string& default_system_prompt() const { return default_system_prompt_; }
+  // Whether tool call arguments reach the template as objects (see above).
+  bool object_arguments() const { return object_arguments_; }
 
  private:
-  ChatTemplate(ChatFormat format, std::string default_system_prompt)
-      : format_(format), default_system_prompt_(std::move(default_system_prompt)) {}
+  struct Parsed;  // minja's template tree; defined in chat_template.cc only
 
-  ChatFormat format_;
-  std::string default_system_prompt_;
+  ChatTemplate(std::shared_ptr<const Parsed> parsed, std::string bos_token, std::string eos_token,
+               Clock clock);
+
+  std::shared_ptr<const Parsed> parsed_;
+  std::string bos_token_;
+  std::string eos_token_;
+  Clock clock_;
+  bool object_arguments_ = false;
 };
+
+// The Jinja file of a --chat_template flag (kvserve-worker, kvserve-router), read and checked to
+// parse. INVALID_ARGUMENT naming the flag and the file when it cannot be read, is empty or does
+// not parse.
+absl::StatusOr<std::string> ReadChatTemplateFile(const std::string& path);
 
 }  // namespace kvserve
 

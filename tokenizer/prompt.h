@@ -3,7 +3,8 @@
 // will cache (prefix-aware routing depends on that):
 //   chat: rendered with the model's chat template (add_generation_prompt, default on), then
 //         encoded with special tokens off unless add_special_tokens says otherwise (the template
-//         already writes them);
+//         already writes them); a template that refuses the conversation (raise_exception)
+//         makes it INVALID_ARGUMENT "chat: <its message>";
 //   text: encoded with the model's BOS when add_special_tokens (default on) and the tokenizer
 //         adds one by default.
 //
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -29,10 +31,12 @@ struct RenderedPrompt {
 
 // Text input: `text` non-null and `chat` null; chat input: `chat` non-null (with its template
 // in `chat_template`). REQUIRES: exactly one of text / chat; chat_template non-null with chat.
-RenderedPrompt RenderPrompt(const Tokenizer& tokenizer, const ChatTemplate* chat_template,
-                            const std::string* text, const std::vector<ChatMessage>* chat,
-                            std::optional<bool> add_special_tokens,
-                            std::optional<bool> add_generation_prompt);
+absl::StatusOr<RenderedPrompt> RenderPrompt(const Tokenizer& tokenizer,
+                                            const ChatTemplate* chat_template,
+                                            const std::string* text,
+                                            const std::vector<ChatMessage>* chat,
+                                            std::optional<bool> add_special_tokens,
+                                            std::optional<bool> add_generation_prompt);
 
 }  // namespace kvserve
 

@@ -8,24 +8,33 @@
 namespace kvserve {
 namespace {
 
-// The model's chat template, when it has one we can render.
-std::optional<ChatTemplate> ChatTemplateOf(const Tokenizer* tokenizer) {
-  if (tokenizer == nullptr || tokenizer->chat_template().empty()) return std::nullopt;
-  absl::StatusOr<ChatTemplate> chat = ChatTemplate::FromJinja(tokenizer->chat_template());
-  if (!chat.ok()) return std::nullopt;
-  return *std::move(chat);
+// The text of a special token (its piece); "" when the vocabulary has none.
+std::string SpecialTokenText(const Tokenizer& tokenizer, int32_t id) {
+  return id >= 0 ? tokenizer.IdToPiece(id) : "";
+}
+
+// The model's chat template, parsed, with the model's BOS and EOS text.
+absl::StatusOr<ChatTemplate> ChatTemplateOf(const Tokenizer* tokenizer) {
+  if (tokenizer == nullptr) return absl::InvalidArgumentError("the model has no tokenizer");
+  return ChatTemplate::FromJinja(tokenizer->chat_template(),
+                                 SpecialTokenText(*tokenizer, tokenizer->bos_id()),
+                                 SpecialTokenText(*tokenizer, tokenizer->eos_id()));
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PromptRenderer>> PromptRenderer::Load(
-    const std::string& model_path) {
+    const std::string& model_path, const std::string& chat_template_path) {
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromModelPath(model_path);
   if (!tokenizer.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--model: ", tokenizer.status().message()));
   }
   if (*tokenizer == nullptr) {
     return absl::InvalidArgumentError("--model: a synthetic model has no tokenizer");
+  }
+  if (!chat_template_path.empty()) {
+    KVSERVE_ASSIGN_OR_RETURN(std::string jinja, ReadChatTemplateFile(chat_template_path));
+    (*tokenizer)->SetChatTemplate(std::move(jinja));
   }
   return std::unique_ptr<PromptRenderer>(new PromptRenderer(*std::move(tokenizer)));
 }
@@ -47,9 +56,9 @@ absl::StatusOr<RenderedPrompt> PromptRenderer::RenderTextOrChat(const PromptInpu
     return absl::InvalidArgumentError(
         "input: the served model has no tokenizer; send prompt_token_ids");
   }
-  if (input.chat.has_value() && !chat_template_.has_value()) {
+  if (input.chat.has_value() && !chat_template_.ok()) {
     return absl::InvalidArgumentError(
-        "chat: the served model has no chat template; send prompt or token ids");
+        absl::StrCat("chat: ", chat_template_.status().message(), "; send prompt or token ids"));
   }
   return RenderPrompt(*tokenizer_, chat_template(), input.text.has_value() ? &*input.text : nullptr,
                       input.chat.has_value() ? &*input.chat : nullptr, input.add_special_tokens,

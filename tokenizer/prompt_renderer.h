@@ -45,9 +45,12 @@ struct TokenizedPrompt {
 class PromptRenderer {
  public:
   // Loads only the tokenizer of `model_path` (GGUF metadata, or tokenizer.json of a Hugging Face
-  // directory), never the weights, and owns it. INVALID_ARGUMENT "--model: ..." when the model
-  // has no usable tokenizer (a synthetic model has none).
-  static absl::StatusOr<std::unique_ptr<PromptRenderer>> Load(const std::string& model_path);
+  // directory), never the weights, and owns it. `chat_template_path` non-empty: that Jinja file
+  // replaces the model's chat template (--chat_template). INVALID_ARGUMENT "--model: ..." when
+  // the model has no usable tokenizer (a synthetic model has none); "--chat_template: ..." as
+  // ReadChatTemplateFile.
+  static absl::StatusOr<std::unique_ptr<PromptRenderer>> Load(
+      const std::string& model_path, const std::string& chat_template_path = "");
 
   // Borrows `tokenizer`, which must outlive the renderer; null: token-id input only.
   explicit PromptRenderer(const Tokenizer* tokenizer);
@@ -57,7 +60,8 @@ class PromptRenderer {
 
   // `input` as token ids; token ids are returned as given (ValidatePromptTokens checks them).
   // INVALID_ARGUMENT "input: ..." when no input is set, or text / chat reach a renderer without
-  // a tokenizer; "chat: ..." for chat when the model has no chat template.
+  // a tokenizer; "chat: ..." for chat when the model has no chat template (or one that does not
+  // parse) and when the template refuses the conversation (RenderPrompt).
   absl::StatusOr<std::vector<int32_t>> Render(PromptInput input) const;
 
   // Text or chat input as token ids, the chat template's text and, when `with_token_bytes`, the
@@ -70,9 +74,9 @@ class PromptRenderer {
 
   // Null when there is none.
   const Tokenizer* tokenizer() const { return tokenizer_; }
-  // Null when the model has no chat template, or one of a format we do not render.
+  // Null when the model has no chat template, or one that does not parse.
   const ChatTemplate* chat_template() const {
-    return chat_template_.has_value() ? &*chat_template_ : nullptr;
+    return chat_template_.ok() ? &*chat_template_ : nullptr;
   }
 
  private:
@@ -83,7 +87,7 @@ class PromptRenderer {
 
   std::unique_ptr<Tokenizer> owned_tokenizer_;  // set by Load only
   const Tokenizer* const tokenizer_;
-  std::optional<ChatTemplate> chat_template_;
+  absl::StatusOr<ChatTemplate> chat_template_;  // the error says why chat is refused
 };
 
 }  // namespace kvserve

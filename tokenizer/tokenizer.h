@@ -124,6 +124,9 @@ class Tokenizer {
   bool add_bos_by_default() const { return spec_.add_bos; }
   bool strips_leading_space() const { return spec_.strip_leading_space; }
   const std::string& chat_template() const { return spec_.chat_template; }
+  // Replaces the model's chat template (--chat_template). REQUIRES: the tokenizer is not shared
+  // yet (it is immutable once in use).
+  void SetChatTemplate(std::string jinja_source) { spec_.chat_template = std::move(jinja_source); }
 
  private:
   explicit Tokenizer(TokenizerSpec spec) : spec_(std::move(spec)) {}

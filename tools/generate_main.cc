@@ -15,6 +15,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -30,7 +31,7 @@
 #include "engine/offline_generate.h"
 #include "model/default_model.h"
 #include "runner/runner_factory.h"
-#include "tokenizer/chat_template.h"
+#include "tokenizer/prompt_renderer.h"
 #include "tokenizer/tokenizer.h"
 
 ABSL_FLAG(std::string, model, "",
@@ -82,9 +83,10 @@ absl::StatusOr<std::vector<int32_t>> BuildPrompt(const Tokenizer* tokenizer, int
     return absl::InvalidArgumentError("this model has no tokenizer: use --prompt_tokens");
   }
   if (!prompt.empty()) return tokenizer->Encode(prompt, /*add_bos=*/false);
-  KVSERVE_ASSIGN_OR_RETURN(auto chat_template, ChatTemplate::FromJinja(tokenizer->chat_template()));
-  const ChatMessage message{.role = "user", .content = chat};
-  return tokenizer->Encode(chat_template.Render({&message, 1}, true), /*add_bos=*/false);
+  // As the worker renders chat: the model's template, then special tokens off.
+  PromptInput input;
+  input.chat = std::vector<ChatMessage>{{.role = "user", .content = chat}};
+  return PromptRenderer(tokenizer).Render(std::move(input));
 }
 
 absl::Status Run() {

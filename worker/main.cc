@@ -108,6 +108,8 @@ ABSL_FLAG(std::string, step_time_model, "",
           "--runner=simulated: JSON file of the step-time model (bench/calibrate_step_time.py)");
 ABSL_FLAG(std::string, step_log, "",
           "Append a CSV line per engine step to this file (duration and token counts)");
+ABSL_FLAG(std::string, chat_template, "",
+          "Jinja file replacing the model's chat template (give kvserve-router the same file)");
 ABSL_FLAG(int64_t, fault_fail_step, 0,
           "TESTING AID ONLY, never in production: the model runner fails from engine step N on "
           "(its in-flight requests end with INTERNAL, health turns NOT_SERVING); 0: off");
@@ -167,6 +169,7 @@ absl::StatusOr<Flags> ReadFlags() {
   options.http_port = absl::GetFlag(FLAGS_http_port);
   options.http_api_key = absl::GetFlag(FLAGS_http_api_key);
   options.http_model_aliases = absl::GetFlag(FLAGS_http_model_aliases);
+  options.chat_template = absl::GetFlag(FLAGS_chat_template);
   KVSERVE_RETURN_IF_ERROR(options.Validate());
   flags.tp = TpGroupOptions{.size = absl::GetFlag(FLAGS_tensor_parallel_size),
                             .rank = absl::GetFlag(FLAGS_tp_rank),

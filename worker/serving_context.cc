@@ -51,10 +51,8 @@ ServingContext::ServingContext(Engine* engine, const Tokenizer* tokenizer,
   if (tokenizer != nullptr && tokenizer->bos_id() >= 0) {
     model_info_.set_bos_token_id(tokenizer->bos_id());
   }
-  if (const ChatTemplate* chat = renderer_.chat_template(); chat != nullptr) {
-    model_info_.set_chat_template_format(chat->format() == ChatFormat::kChatMl ? "chatml"
-                                                                               : "llama3");
-  }
+  // Every template is Jinja now (tokenizer/chat_template.h); empty still means no chat.
+  if (renderer_.chat_template() != nullptr) model_info_.set_chat_template_format("jinja");
   *model_info_.mutable_limits() = ToProtoLimits(limits_);
   model_info_.set_tensor_parallel_size(tensor_parallel_size);
   *model_info_.mutable_fingerprint() = ServingFingerprintOf(tokenizer, options.block_size);

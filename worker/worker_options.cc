@@ -9,6 +9,7 @@
 #include "base/status_macros.h"
 #include "kvcache/kv_layout.h"
 #include "nlohmann/json.hpp"
+#include "tokenizer/chat_template.h"
 
 namespace kvserve {
 namespace {
@@ -90,6 +91,7 @@ absl::Status WorkerOptions::Validate() const {
   if (worker_id.size() > 128) {
     return FlagError("worker_id", absl::StrCat("at most 128 characters, got ", worker_id.size()));
   }
+  if (!chat_template.empty()) KVSERVE_RETURN_IF_ERROR(ReadChatTemplateFile(chat_template).status());
   return absl::OkStatus();
 }
 

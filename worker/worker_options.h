@@ -47,9 +47,12 @@ struct WorkerOptions {
   // --tensor_parallel_size: ranks of the group this process leads (WorkerIdentity, ModelInfo).
   int32_t tensor_parallel_size = 1;
   std::string step_log;  // --step_log: a CSV line per engine step (WorkerMetrics::OpenStepLog)
+  // --chat_template: a Jinja file that replaces the model's chat template; empty: the model's.
+  std::string chat_template;
 
   // OK, or INVALID_ARGUMENT whose message starts with the flag, e.g.
-  // "--block_size: must be a power of two in [1, 256], got 12".
+  // "--block_size: must be a power of two in [1, 256], got 12". Reads and parses the
+  // --chat_template file, so a bad one stops the worker before its weights load.
   absl::Status Validate() const;
   bool tls_enabled() const { return !tls_cert.empty(); }
 };

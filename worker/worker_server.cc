@@ -9,6 +9,7 @@
 #include "api/grpc_server.h"
 #include "base/status_macros.h"
 #include "http/metrics_exposer.h"
+#include "tokenizer/chat_template.h"
 
 namespace kvserve {
 namespace {
@@ -57,6 +58,14 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   KVSERVE_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                            ServerCredentials(options));
 
+  if (!options.chat_template.empty()) {
+    // Before anything shares the tokenizer: the renderer and the fingerprint take this template.
+    if (tokenizer == nullptr) {
+      return absl::InvalidArgumentError("--chat_template: the model has no tokenizer");
+    }
+    KVSERVE_ASSIGN_OR_RETURN(std::string jinja, ReadChatTemplateFile(options.chat_template));
+    tokenizer->SetChatTemplate(std::move(jinja));
+  }
   server->tokenizer_ = std::move(tokenizer);
   server->metrics_ = std::make_shared<WorkerMetrics>();
   if (!options.step_log.empty()) {

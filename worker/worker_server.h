@@ -44,8 +44,9 @@ namespace kvserve {
 
 class WorkerServer {
  public:
-  // Builds and starts everything. `tokenizer` may be null (token-id input only). Errors name
-  // the flag at fault (e.g. "--listen: cannot bind 1.2.3.4:80").
+  // Builds and starts everything. `tokenizer` may be null (token-id input only); with
+  // --chat_template its chat template is replaced by the file's. Errors name the flag at fault
+  // (e.g. "--listen: cannot bind 1.2.3.4:80").
   // REQUIRES: options.Validate().ok()
   static absl::StatusOr<std::unique_ptr<WorkerServer>> Start(const WorkerOptions& options,
                                                              std::unique_ptr<ModelRunner> runner,

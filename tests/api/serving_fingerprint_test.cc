@@ -1,15 +1,20 @@
 // The serving fingerprint (api/serving_fingerprint.h): equal for the same tokenizer and block
-// size, different for another tokenizer, chat template or block size, and the mismatch names the
-// parts that differ. Real tokenizers: the default model's and a small Hugging Face fixture.
+// size, different for another tokenizer, chat template (a --chat_template override included) or
+// block size, and the mismatch names the parts that differ. Real tokenizers: the default model's
+// and a small Hugging Face fixture.
 
 #include "api/serving_fingerprint.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <memory>
+#include <string>
 
+#include "model/default_model.h"
 #include "tests/tokenizer/tokenizer_test_fixtures.h"
+#include "tokenizer/prompt_renderer.h"
 
 namespace kvserve {
 namespace {
@@ -55,6 +60,26 @@ TEST(ServingFingerprintTest, AnotherChatTemplateIsNamed) {
   theirs.set_chat_template("00000000000000000000000000000000");
   EXPECT_THAT(FingerprintMismatch(ours, theirs),
               AllOf(HasSubstr("chat_template 0000"), Not(HasSubstr("tokenizer "))));
+}
+
+TEST(ServingFingerprintTest, AChatTemplateOverrideIsWhatIsDigested) {
+  // --chat_template on the router (PromptRenderer::Load) and on the worker (SetChatTemplate
+  // before serving) digests the file's template, not the model's.
+  const std::string path = ::testing::TempDir() + "/override.jinja";
+  const std::string jinja = "{% for m in messages %}{{ m.content }}{% endfor %}";
+  std::ofstream(path) << jinja;
+  absl::StatusOr<std::unique_ptr<PromptRenderer>> router =
+      PromptRenderer::Load(DefaultModelPath(), path);
+  ASSERT_TRUE(router.ok()) << router.status();
+  std::unique_ptr<Tokenizer> model = testing::DefaultModelTokenizer();
+  std::unique_ptr<Tokenizer> worker = testing::DefaultModelTokenizer();
+  ASSERT_NE(model, nullptr);
+  ASSERT_NE(worker, nullptr);
+  worker->SetChatTemplate(jinja);
+  const v1::ServingFingerprint ours = ServingFingerprintOf((*router)->tokenizer(), 16);
+  EXPECT_EQ(FingerprintMismatch(ours, ServingFingerprintOf(worker.get(), 16)), "");
+  EXPECT_THAT(FingerprintMismatch(ours, ServingFingerprintOf(model.get(), 16)),
+              AllOf(HasSubstr("chat_template"), Not(HasSubstr("tokenizer "))));
 }
 
 TEST(ServingFingerprintTest, AnotherBlockSizeChangesTheBlockHashToo) {

@@ -70,7 +70,7 @@ class WorkerE2eTest(unittest.TestCase):
         self.assertEqual(info.architecture, "llama")
         self.assertEqual(info.vocab_size, 49152)
         self.assertEqual(info.kv_block_size, 16)
-        self.assertEqual(info.chat_template_format, "chatml")
+        self.assertEqual(info.chat_template_format, "jinja")
         self.assertGreater(info.context_length, 512)
         self.assertEqual(info.limits.max_prompt_tokens, info.pool_limited_context_length - 1)
         self.assertGreaterEqual(info.context_length, info.pool_limited_context_length)

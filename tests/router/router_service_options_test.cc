@@ -1,5 +1,6 @@
 // Tests of the router's start-up options: every invalid flag is refused with a message that
 // starts with the flag, and DNS discovery resolves names to "ip:port" worker ids.
+#include <fstream>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -79,6 +80,17 @@ TEST(RouterServiceOptionsTest, EachBadFlagIsNamed) {
   o = Valid();
   o.core.admission.max_waiting_requests = -1;
   ExpectRefusedNaming(o, "--max_queue");
+}
+
+TEST(RouterServiceOptionsTest, ChatTemplateFileMustBeReadableAndParse) {
+  RouterServerOptions o = Valid();
+  o.chat_template = "/nonexistent/template.jinja";
+  ExpectRefusedNaming(o, "--chat_template");
+  o.chat_template = ::testing::TempDir() + "/router_unterminated.jinja";
+  std::ofstream(o.chat_template) << "{{ messages";
+  ExpectRefusedNaming(o, "--chat_template");
+  std::ofstream(o.chat_template) << "{{ messages | length }}";
+  KVSERVE_EXPECT_OK(o.Validate());
 }
 
 TEST(RouterServiceOptionsTest, UnreadableTlsFileNamesItsFlag) {

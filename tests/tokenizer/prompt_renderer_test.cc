@@ -1,10 +1,12 @@
 // Tests of PromptRenderer, the prompt front that the worker and the router share: every kind of
 // input becomes the token ids a worker computes (the router hashes them to find cached
 // prefixes), Tokenize and Detokenize answer from the same tokenizer, bad input is refused naming
-// the field, and a renderer without a tokenizer takes token ids only. Uses the default model's
-// tokenizer; a missing model fails the test.
+// the field (a chat the template refuses too), a renderer without a tokenizer takes token ids
+// only, and --chat_template replaces the model's template. Uses the default model's tokenizer; a
+// missing model fails the test.
 #include "tokenizer/prompt_renderer.h"
 
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +21,7 @@ namespace kvserve {
 namespace {
 
 using ::kvserve::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::EndsWith;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
@@ -153,6 +156,45 @@ TEST(PromptRendererWithoutTemplateTest, ChatIsRefusedNamingTheField) {
   EXPECT_THAT(renderer.Render(ChatInput()),
               StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("chat:")));
   KVSERVE_EXPECT_OK(renderer.Render(TextInput(kText)));
+}
+
+TEST(PromptRendererTemplateTest, AConversationTheTemplateRefusesIsRefusedNamingTheField) {
+  // A template may refuse what it cannot render (Gemma's: "System role not supported"); that is
+  // the client's error.
+  std::unique_ptr<Tokenizer> tokenizer = testing::DefaultModelTokenizer();
+  ASSERT_NE(tokenizer, nullptr);
+  tokenizer->SetChatTemplate(
+      "{% if messages[0].role == 'system' %}{{ raise_exception('System role not supported') }}"
+      "{% endif %}{{ messages[0].content }}");
+  const PromptRenderer renderer(tokenizer.get());
+  PromptInput input;
+  input.chat = std::vector<ChatMessage>{{"system", "be brief"}, {"user", "hi"}};
+  EXPECT_THAT(renderer.Render(input),
+              StatusIs(absl::StatusCode::kInvalidArgument, "chat: System role not supported"));
+  KVSERVE_EXPECT_OK(renderer.Render(ChatInput()));
+}
+
+TEST(PromptRendererLoadTest, ChatTemplateFileReplacesTheModelsTemplate) {
+  const std::string path = ::testing::TempDir() + "/plain.jinja";
+  std::ofstream(path) << "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}";
+  absl::StatusOr<std::unique_ptr<PromptRenderer>> renderer =
+      PromptRenderer::Load(DefaultModelPath(), path);
+  KVSERVE_ASSERT_OK(renderer);
+  EXPECT_EQ((*renderer)->tokenizer()->chat_template(),
+            "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}");
+  absl::StatusOr<TokenizedPrompt> tokenized = (*renderer)->Tokenize(ChatInput(), false);
+  KVSERVE_ASSERT_OK(tokenized);
+  EXPECT_EQ(tokenized->rendered_prompt, "user: What is 2+2?\n");
+}
+
+TEST(PromptRendererLoadTest, BadChatTemplateFileNamesTheFlag) {
+  EXPECT_THAT(PromptRenderer::Load(DefaultModelPath(), "/nonexistent/template.jinja"),
+              StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("--chat_template: ")));
+  const std::string path = ::testing::TempDir() + "/broken.jinja";
+  std::ofstream(path) << "{% for m in messages %}";
+  EXPECT_THAT(PromptRenderer::Load(DefaultModelPath(), path),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(StartsWith("--chat_template: "), HasSubstr("does not parse"))));
 }
 
 TEST(PromptRendererLoadTest, MissingModelNamesTheFlag) {

@@ -1,6 +1,8 @@
-// WorkerOptions::Validate names the flag of every bad value; TLS files are read at start-up.
+// WorkerOptions::Validate names the flag of every bad value (and reads the --chat_template
+// file); TLS files are read at start-up.
 #include "worker/worker_options.h"
 
+#include <fstream>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -53,6 +55,21 @@ TEST(WorkerOptions, UnreadableTlsFileIsNamed) {
   options.tls_key = "/nonexistent/key.pem";
   KVSERVE_ASSERT_OK(options.Validate());
   ExpectError(LoadTlsFiles(options).status(), absl::StatusCode::kInvalidArgument, "--tls_cert");
+}
+
+TEST(WorkerOptions, ChatTemplateFileMustBeReadableAndParse) {
+  WorkerOptions options;
+  options.model = "synthetic:tiny";
+  options.chat_template = "/nonexistent/template.jinja";
+  EXPECT_THAT(options.Validate(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                           StartsWith("--chat_template: cannot read")));
+  options.chat_template = ::testing::TempDir() + "/unterminated.jinja";
+  std::ofstream(options.chat_template) << "{% if messages %}";
+  EXPECT_THAT(options.Validate(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                           StartsWith("--chat_template: '" + options.chat_template +
+                                                      "': chat template does not parse")));
+  std::ofstream(options.chat_template) << "{% if messages %}x{% endif %}";
+  KVSERVE_EXPECT_OK(options.Validate());
 }
 
 TEST(WorkerOptions, StepTimeModelReadsItsFieldsAndIgnoresOthers) {
