@@ -2,12 +2,14 @@
 # Side-by-side with llama.cpp on this machine (not run in CI): builds llama.cpp's llama-bench
 # from the source vendored in the PyPI sdist of llama-cpp-python (pinned) in a scratch folder
 # outside the repository, then measures, in one run and on the same GGUF file and thread count:
-#   llama-bench  pp128, pp512 (prefill) and tg128 (batch-1 decode), REPS (3) repetitions
-#                (and on F32_MODEL, llama.cpp's f32 GGUF of the same model, where that exists)
+#   llama-bench  pp128, pp512, pp2048 (prefill; PROMPTS) and tg128 (batch-1 decode), REPS (3)
+#                repetitions (and on F32_MODEL, llama.cpp's f32 GGUF of the same model, where
+#                that exists)
 #   kvserve      the same through the serving engine (build/tools/kvserve-generate: a random
-#                prompt of 128 / 512 token ids; 128 tokens decoded after a 1-token prompt,
-#                ignore_eos), REPS runs each, in the weights' stored types (--dtype=auto: packed
-#                on AVX-512, and with KVSERVE_CPU_PACK=0 the GGUF rows as stored) and in f32
+#                prompt of 128 / 512 / 2048 token ids; 128 tokens decoded after a 1-token
+#                prompt, ignore_eos), REPS runs each, in the weights' stored types
+#                (--dtype=auto: packed on AVX-512, and with KVSERVE_CPU_PACK=0 the GGUF rows as
+#                stored) and in f32
 # alternated rep by rep, and prints tokens/s for all and the ratios kvserve / llama.cpp's best
 # configuration (medians), with the CPU named, and each engine's batch-1 decode as a fraction of
 # the memory-bandwidth bound (the read rate BUILD_DIR/bench/kernels_bench measures in the same
@@ -23,6 +25,7 @@ BUILD_DIR=${1:-build}
 PEER_DIR=${PEER_DIR:-/tmp/kvserve-peer}
 THREADS=${THREADS:-2}
 REPS=${REPS:-3}
+PROMPTS=${PROMPTS:-128 512 2048}  # prefill lengths, in tokens
 MODEL=${MODEL:-${KVSERVE_CACHE_DIR:-$HOME/.cache/kvserve}/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 F32_MODEL=${F32_MODEL:-$PEER_DIR/SmolLM2-135M-Instruct.F32.gguf}
 GENERATE=$BUILD_DIR/tools/kvserve-generate
@@ -49,14 +52,14 @@ echo "# $(date -u +%FT%TZ), $cpu, $(nproc) CPUs, $THREADS threads, $(basename "$
 export OPENBLAS_NUM_THREADS=1
 out=$PEER_DIR/results.txt
 : >"$out"
-# Prefill: a random prompt of 128 / 512 ids (one token decoded); decode: llama-bench's tg128
+# Prefill: a random prompt of each PROMPTS length (one token decoded); decode: llama-bench's tg128
 # starts from an empty context, so here 128 tokens after a 1-token prompt.
 kvserve() {  # dtype, prompt tokens, tokens to generate
   "$GENERATE" --model="$MODEL" --dtype="$1" --threads="$THREADS" --prompt_tokens="$2" \
     --max_tokens="$3" --ignore_eos 2>&1
 }
 llama_bench() {  # model file, label
-  "$BENCH" -m "$1" -t "$THREADS" -p 128,512 -n 128 -r 1 -o json 2>/dev/null |
+  "$BENCH" -m "$1" -t "$THREADS" -p "${PROMPTS// /,}" -n 128 -r 1 -o json 2>/dev/null |
     python3 -c 'import json, sys
 for r in json.load(sys.stdin):
     test = "pp%d" % r["n_prompt"] if r["n_prompt"] else "tg%d" % r["n_gen"]
@@ -70,7 +73,7 @@ for _ in $(seq "$REPS"); do
   for config in auto rows float32; do
     dtype=$config pack=1
     [ "$config" = rows ] && dtype=auto pack=0
-    for prompt in 128 512; do
+    for prompt in $PROMPTS; do
       KVSERVE_CPU_PACK=$pack kvserve "$dtype" "$prompt" 1 | sed -n "s/.*prompt: $prompt tokens in [0-9.]* s = \([0-9.]*\) tokens\/s.*/kvserve-$config pp$prompt \1/p" >>"$out"
     done
     KVSERVE_CPU_PACK=$pack kvserve "$dtype" 1 129 | sed -n "s/.*decode: [0-9]* tokens in [0-9.]* s = \([0-9.]*\) tokens\/s.*/kvserve-$config tg128 \1/p" >>"$out"
@@ -84,7 +87,7 @@ if [ -x "$KERNELS_BENCH" ]; then
     --benchmark_format=json 2>/dev/null | python3 -c 'import json, sys
 print("bandwidth read", max(b["bytes_per_second"] for b in json.load(sys.stdin)["benchmarks"]))' >>"$out"
 fi
-python3 - "$out" "$(stat -c %s "$MODEL")" <<'PY'
+python3 - "$out" "$(stat -c %s "$MODEL")" "$PROMPTS" <<'PY'
 import statistics, sys
 from collections import defaultdict
 runs = defaultdict(list)
@@ -97,7 +100,7 @@ peers = [w for w in ("llama.cpp", "llama.cpp-f32") if (w, "tg128") in med]
 ours = ["kvserve-auto", "kvserve-rows", "kvserve-float32"]
 print(f"{'test':6s}" + "".join(f"{w:>15s}" for w in peers) + f"{'best':>8s}" +
       "".join(f"{w:>16s} {'ratio':>6s}" for w in ours))
-for test in ("pp128", "pp512", "tg128"):
+for test in [f"pp{n}" for n in sys.argv[3].split()] + ["tg128"]:
     best = max(med[(w, test)] for w in peers)
     row = f"{test:6s}" + "".join(f"{med[(w, test)]:15.1f}" for w in peers) + f"{best:8.1f}"
     row += "".join(f"{med[(w, test)]:16.1f} {med[(w, test)] / best:6.2f}" for w in ours)
