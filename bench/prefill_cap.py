@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
-"""The per-step prefill cap against the inter-token tail: one worker per cap, the same load.
+"""The per-step prefill cap against the inter-token tail: one worker per setting, the same load.
 
 A step that prefills new prompts lasts longer than a decode-only step, and every decoding stream
 waits for the whole step, so without a cap the inter-token latency (ITL) tail is the time of the
-largest prefill step. `--max_prefill_tokens_per_step` bounds that. This script serves the same
-closed-loop load (kvserve-loadgen: N streams, fixed prompt and output lengths, greedy,
-ignore_eos) from a fresh worker for each cap, alternating the caps inside each round, and reports
-the medians over rounds of output tok/s, TTFT p50/p90/p99 and ITL p50/p99/p99.9, as a table, a
-JSON file and a plot of ITL p99 and throughput against the cap.
+largest prefill step. `--max_prefill_tokens_per_step` bounds that in tokens,
+`--step_time_target_ms` in estimated step time. This script serves the same closed-loop load
+(kvserve-loadgen: N streams, fixed prompt and output lengths, greedy, ignore_eos) from a fresh
+worker for each setting, alternating them inside each round, and reports the medians over rounds
+of output tok/s, TTFT p50/p90/p99 and ITL p50/p99/p99.9, as a table, a JSON file and a plot of
+ITL p99 and throughput against the setting.
 
-    python3 bench/prefill_cap.py --build=build --caps=0,32,64,128,256 --rounds=3 \\
-        --json=/tmp/prefill_cap.json --plot=docs/img/prefill_cap.png
+    python3 bench/prefill_cap.py --build=build --caps=0,32,64,128,256 --targets=60,90 \\
+        --rounds=3 --json=/tmp/prefill_cap.json --plot=docs/img/prefill_cap.png
     python3 bench/prefill_cap.py --replot=/tmp/prefill_cap.json --plot=docs/img/prefill_cap.png
 
 Cap 0 is no cap (a step takes up to --max_num_batched_tokens of prompt).
@@ -58,8 +59,17 @@ def loadgen(args, target, concurrency, requests, prompt_len, output_len, seed):
     return summary
 
 
-def measure(args, cap, seed):
-    flags = [f"--max_prefill_tokens_per_step={cap}", f"--num_threads={args.threads}",
+def configs(args):
+    """(label, worker flag) of each configuration: the caps, then the step-time targets."""
+    out = [("none" if int(c) == 0 else c, f"--max_prefill_tokens_per_step={int(c)}")
+           for c in args.caps.split(",") if c]
+    out += [(f"{float(t):g} ms", f"--step_time_target_ms={float(t)}")
+            for t in args.targets.split(",") if t]
+    return out
+
+
+def measure(args, config_flag, seed):
+    flags = [config_flag, f"--num_threads={args.threads}",
              f"--kv_memory_bytes={args.kv_memory_bytes}",
              f"--max_num_batched_tokens={args.max_num_batched_tokens}", *shlex.split(args.flags)]
     worker = kvserve_e2e.Worker(os.path.join(args.build, "worker", "kvserve-worker"),
@@ -75,30 +85,40 @@ def measure(args, cap, seed):
 
 
 def run(args):
-    caps = [int(c) for c in args.caps.split(",")]
-    runs = {cap: [] for cap in caps}
+    all_configs = configs(args)
+    runs = {label: [] for label, _ in all_configs}
     for round_index in range(args.rounds):
-        order = caps if round_index % 2 == 0 else list(reversed(caps))
-        for cap in order:
-            # The same prompts for every cap within a round; fresh prompts per round.
-            summary = measure(args, cap, args.seed + 1000 * round_index)
-            runs[cap].append(summary)
-            print(f"round {round_index + 1} cap {cap or 'none'}: "
+        order = all_configs if round_index % 2 == 0 else list(reversed(all_configs))
+        for label, flag in order:
+            # The same prompts for every configuration within a round; fresh prompts per round.
+            summary = measure(args, flag, args.seed + 1000 * round_index)
+            runs[label].append(summary)
+            print(f"round {round_index + 1} {label}: "
                   + ", ".join(f"{k} {summary[k]:.1f}" for k in FIELDS), flush=True)
-    medians = {cap: {k: statistics.median(r[k] for r in runs[cap]) for k in FIELDS}
-               for cap in caps}
+    labels = [label for label, _ in all_configs]
     return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "cpu": cpu_name(), "command": " ".join(shlex.quote(a) for a in sys.argv),
-            "caps": caps, "runs": {str(c): runs[c] for c in caps},
-            "medians": {str(c): medians[c] for c in caps}}
+            "configs": labels, "runs": runs,
+            "medians": {label: {k: statistics.median(r[k] for r in runs[label]) for k in FIELDS}
+                        for label in labels}}
+
+
+def labels_of(result):
+    """The configurations of a result; a file from before --targets keyed them by cap."""
+    if "configs" in result:
+        return result["configs"]
+    for cap in result["caps"]:
+        result["medians"]["none" if cap == 0 else str(cap)] = result["medians"].pop(str(cap))
+    result["configs"] = ["none" if cap == 0 else str(cap) for cap in result["caps"]]
+    return result["configs"]
 
 
 def table(result):
-    lines = ["| prefill cap | output tok/s | TTFT p50 | p90 | p99 (ms) | ITL p50 | p99 | p99.9 (ms) "
+    lines = ["| prefill cap / step target | output tok/s | TTFT p50 | p90 | p99 (ms) | ITL p50 | p99 | p99.9 (ms) "
              "| ITL p99 / p50 |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for cap in result["caps"]:
-        m = result["medians"][str(cap)]
-        lines.append(f"| {cap or 'none'} | {m['output_tokens_per_s']:.1f} | {m['ttft_p50_ms']:.0f} | "
+    for label in labels_of(result):
+        m = result["medians"][label]
+        lines.append(f"| {label} | {m['output_tokens_per_s']:.1f} | {m['ttft_p50_ms']:.0f} | "
                      f"{m['ttft_p90_ms']:.0f} | {m['ttft_p99_ms']:.0f} | {m['itl_p50_ms']:.1f} | "
                      f"{m['itl_p99_ms']:.1f} | {m['itl_p999_ms']:.1f} | "
                      f"{m['itl_p99_ms'] / m['itl_p50_ms']:.2f} |")
@@ -109,16 +129,16 @@ def plot(result, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    caps = result["caps"]
-    labels = [str(c) if c else "none" for c in caps]
-    med = [result["medians"][str(c)] for c in caps]
-    xs = range(len(caps))
+    labels = labels_of(result)
+    med = [result["medians"][label] for label in labels]
+    xs = range(len(labels))
     fig, left = plt.subplots(figsize=(7, 4.2))
     left.plot(xs, [m["itl_p99_ms"] for m in med], "o-", color="tab:red", label="ITL p99")
     left.plot(xs, [m["itl_p50_ms"] for m in med], "o--", color="tab:orange", label="ITL p50")
     left.plot(xs, [m["ttft_p50_ms"] for m in med], "s:", color="tab:purple", label="TTFT p50")
     left.set_ylabel("latency (ms)")
-    left.set_xlabel("--max_prefill_tokens_per_step (prompt tokens in a step that decodes)")
+    left.set_xlabel("--max_prefill_tokens_per_step (prompt tokens in a step that decodes) "
+                    "or --step_time_target_ms", fontsize=8)
     left.set_xticks(list(xs), labels)
     left.set_ylim(bottom=0)
     right = left.twinx()
@@ -145,6 +165,7 @@ def main():
     parser.add_argument("--build", default="build")
     parser.add_argument("--model", default=None, help="model file (default: the default model)")
     parser.add_argument("--caps", default="0,32,64,128,256")
+    parser.add_argument("--targets", default="", help="--step_time_target_ms values (ms)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--requests_per_stream", type=int, default=4)

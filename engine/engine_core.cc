@@ -71,7 +71,8 @@ EngineCore::EngineCore(const EngineOptions& options, std::unique_ptr<ModelRunner
       scheduler_(std::make_unique<Scheduler>(
           SchedulerConfig{.max_num_seqs = options.max_num_seqs,
                           .max_num_batched_tokens = options.max_num_batched_tokens,
-                          .max_prefill_tokens_per_step = options.max_prefill_tokens_per_step},
+                          .max_prefill_tokens_per_step = options.max_prefill_tokens_per_step,
+                          .step_time_target_ms = options.step_time_target_ms},
           manager_.get(), observer)) {}
 
 namespace {
@@ -249,7 +250,7 @@ absl::Status EngineCore::Step() {
   const absl::Time end = absl::Now();
   Deliver(end);
   ++num_steps_;
-  if (observer_ != nullptr && !plan.sequences.empty()) {
+  if (!plan.sequences.empty()) {
     StepMetrics metrics;
     metrics.duration = end - start;
     for (const ScheduledSequence& seq : plan.sequences) {
@@ -257,12 +258,15 @@ absl::Status EngineCore::Step() {
       (IsDecode(seq) ? metrics.num_decode_tokens : metrics.num_prefill_tokens) +=
           seq.num_scheduled_tokens;
     }
-    metrics.num_seqs = static_cast<int32_t>(plan.sequences.size());
-    metrics.num_prefill_attended_tokens = attention.num_prefill_attended_tokens;
-    metrics.num_decode_context_tokens = attention.num_decode_context_tokens;
-    metrics.num_running_requests = scheduler_->num_running_requests();
-    metrics.num_waiting_requests = scheduler_->num_waiting_requests();
-    observer_->OnStep(metrics);
+    scheduler_->OnStepDone(metrics.num_decode_tokens, metrics.num_prefill_tokens, metrics.duration);
+    if (observer_ != nullptr) {
+      metrics.num_seqs = static_cast<int32_t>(plan.sequences.size());
+      metrics.num_prefill_attended_tokens = attention.num_prefill_attended_tokens;
+      metrics.num_decode_context_tokens = attention.num_decode_context_tokens;
+      metrics.num_running_requests = scheduler_->num_running_requests();
+      metrics.num_waiting_requests = scheduler_->num_waiting_requests();
+      observer_->OnStep(metrics);
+    }
   }
   last_plan_ = std::move(plan);
   return absl::OkStatus();

@@ -24,6 +24,10 @@ absl::Status EngineOptions::Validate() const {
     return bad("max_prefill_tokens_per_step", "must be >= 0 (0: no cap)",
                max_prefill_tokens_per_step);
   }
+  if (!(step_time_target_ms >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step_time_target_ms: must be >= 0 (0: off), got ", step_time_target_ms));
+  }
   if (max_waiting_requests < 1) {
     return bad("max_waiting_requests", "must be >= 1", max_waiting_requests);
   }

@@ -21,6 +21,9 @@ struct EngineOptions {
   int32_t max_num_batched_tokens = 512;  // tokens computed per step; >= max_num_seqs
   // Prefill tokens of a step that also decodes (SchedulerConfig); 0: up to the step's budget.
   int32_t max_prefill_tokens_per_step = 0;
+  // Or: prompt tokens such that a step that also decodes should last this long, by the
+  // StepTimeEstimator's measure of the steps run (SchedulerConfig); 0: off.
+  double step_time_target_ms = 0;
   int32_t max_waiting_requests = 256;  // Submit past this: RESOURCE_EXHAUSTED
   int32_t max_n = 16;         // choices per request; the engine uses min(max_n, max_num_seqs)
   int32_t max_logprobs = 20;  // SamplingOptions.logprobs upper bound (<= 20)

@@ -189,8 +189,8 @@ StepPlan Scheduler::Schedule(absl::Time now) {
 
   // Running sequences: decodes first, then unfinished prefills, oldest admission first.
   for (bool decodes : {true, false}) {
-    if (!decodes && !step_.empty() && config_.max_prefill_tokens_per_step > 0) {
-      budget_ = std::min(budget_, config_.max_prefill_tokens_per_step);  // step_ holds decodes
+    if (!decodes && !step_.empty()) {  // step_ holds the decodes
+      budget_ = std::min(budget_, PrefillCap(static_cast<int32_t>(step_.size())));
     }
     for (size_t i = 0; i < running_.size() && budget_ > 0; ++i) {
       Sequence* seq = running_[i];
@@ -215,6 +215,22 @@ StepPlan Scheduler::Schedule(absl::Time now) {
   for (const auto& [seq, num_tokens] : step_) AddToPlan(seq, num_tokens, &plan);
   step_.clear();
   return plan;
+}
+
+int32_t Scheduler::PrefillCap(int32_t num_decodes) const {
+  int32_t cap = config_.max_prefill_tokens_per_step > 0 ? config_.max_prefill_tokens_per_step
+                                                        : config_.max_num_batched_tokens;
+  if (config_.step_time_target_ms > 0) {
+    const std::optional<int32_t> within = step_time_.PromptTokensWithin(
+        config_.step_time_target_ms, num_decodes, manager_->block_size());
+    if (within.has_value()) cap = std::min(cap, *within);
+  }
+  return cap;
+}
+
+void Scheduler::OnStepDone(int32_t decode_tokens, int32_t prompt_tokens, absl::Duration duration) {
+  if (config_.step_time_target_ms <= 0) return;
+  step_time_.Observe(decode_tokens, prompt_tokens, absl::ToDoubleMilliseconds(duration));
 }
 
 void Scheduler::AddToPlan(Sequence* seq, int32_t num_tokens, StepPlan* plan) {

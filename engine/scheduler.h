@@ -9,7 +9,9 @@
 // 2 and 3 together take at most max_prefill_tokens_per_step tokens: a step's time grows with its
 // prefill tokens, and every decoding stream waits for the whole step, so the cap bounds the
 // inter-token latency that new prompts add (vLLM's chunked-prefill policy, with a per-step
-// prefill cap). A step with no decode is not capped: it stalls nobody. When a running sequence
+// prefill cap). With step_time_target_ms the cap is also what fits the target by the
+// StepTimeEstimator's account of the steps run so far (at least a block's worth of tokens). A
+// step with no decode is not capped: it stalls nobody. When a running sequence
 // cannot get a block, the most recently admitted running sequence is preempted by recompute: its
 // blocks are freed and it goes back to the front of the waiting queue with every token it has;
 // nothing new is admitted in that step. Sampling keyed by (seed, token index) makes the resumed
@@ -36,6 +38,7 @@
 #include "engine/engine_observer.h"
 #include "engine/sequence.h"
 #include "engine/step_plan.h"
+#include "engine/step_time_estimator.h"
 #include "kvcache/kv_cache_manager.h"
 
 namespace kvserve {
@@ -44,6 +47,7 @@ struct SchedulerConfig {
   int32_t max_num_seqs = 64;
   int32_t max_num_batched_tokens = 512;
   int32_t max_prefill_tokens_per_step = 0;  // while some sequence decodes; 0: no cap
+  double step_time_target_ms = 0;           // ditto, as an estimated step time; 0: off
 };
 
 // A token the runner sampled, with the sequence it belongs to.
@@ -80,6 +84,10 @@ class Scheduler {
   // num_decode_context_tokens). Call between Schedule and Update.
   void CountAttention(const StepPlan& plan, StepMetrics* metrics) const;
 
+  // A step ran: `decode_tokens` decodes and `prompt_tokens` prompt tokens took `duration`
+  // (feeds the step-time estimate behind step_time_target_ms).
+  void OnStepDone(int32_t decode_tokens, int32_t prompt_tokens, absl::Duration duration);
+
   // The sequence's choice finished: frees its blocks now.
   void FinishSequence(Sequence* sequence);
 
@@ -108,6 +116,8 @@ class Scheduler {
   void Release(Sequence* seq, StepPlan* plan);
   void ForkPrefix(Sequence* prefix);
   void Erase(Sequence* seq);
+  // Prompt tokens a step with `num_decodes` decodes may add.
+  int32_t PrefillCap(int32_t num_decodes) const;
 
   const SchedulerConfig config_;
   KvCacheManager* manager_;
@@ -126,6 +136,7 @@ class Scheduler {
   int64_t next_admit_order_ = 1;
   uint64_t next_step_id_ = 1;
   int64_t num_preemptions_ = 0;
+  StepTimeEstimator step_time_;
 };
 
 }  // namespace kvserve

@@ -67,6 +67,9 @@ ABSL_FLAG(int32_t, max_num_batched_tokens, 512, "Tokens computed per engine step
 ABSL_FLAG(int32_t, max_prefill_tokens_per_step, 0,
           "Prompt tokens computed in a step that also decodes, so new prompts delay decoding "
           "streams by a bounded amount (0: no cap beyond --max_num_batched_tokens)");
+ABSL_FLAG(double, step_time_target_ms, 0,
+          "Fill a step that also decodes with prompt tokens up to this estimated duration, "
+          "learnt from the steps run (at least a block of tokens per step; 0: off)");
 ABSL_FLAG(std::string, listen, "127.0.0.1:50061", "gRPC host:port (port 0: any free port)");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9461", "/metrics host:port (0: any free port)");
 ABSL_FLAG(int32_t, http_port, -1,
@@ -158,6 +161,7 @@ absl::StatusOr<Flags> ReadFlags() {
   options.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
   options.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
   options.max_prefill_tokens_per_step = absl::GetFlag(FLAGS_max_prefill_tokens_per_step);
+  options.step_time_target_ms = absl::GetFlag(FLAGS_step_time_target_ms);
   options.listen = absl::GetFlag(FLAGS_listen);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.tls_cert = absl::GetFlag(FLAGS_tls_cert);

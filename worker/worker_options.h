@@ -31,6 +31,7 @@ struct WorkerOptions {
   int32_t max_num_seqs = 64;                      // --max_num_seqs: running sequences per step
   int32_t max_num_batched_tokens = 512;           // --max_num_batched_tokens: token budget per step
   int32_t max_prefill_tokens_per_step = 0;        // --max_prefill_tokens_per_step: 0 = no cap
+  double step_time_target_ms = 0;                 // --step_time_target_ms: 0 = off
   std::string listen = "127.0.0.1:50061";         // --listen: gRPC host:port
   std::string metrics_listen = "127.0.0.1:9461";  // --metrics_listen: /metrics host:port
   std::string tls_cert;                           // --tls_cert: PEM server certificate chain

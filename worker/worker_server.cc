@@ -28,8 +28,9 @@ std::string WithPort(const std::string& address, int port) {
 
 // Engine::Create names a bad option as "kv_memory_bytes: ..."; say it as the flag it came from.
 absl::Status NameTheFlag(const absl::Status& status) {
-  for (absl::string_view flag : {"block_size", "kv_memory_bytes", "max_num_seqs",
-                                 "max_num_batched_tokens", "max_prefill_tokens_per_step"}) {
+  for (absl::string_view flag :
+       {"block_size", "kv_memory_bytes", "max_num_seqs", "max_num_batched_tokens",
+        "max_prefill_tokens_per_step", "step_time_target_ms"}) {
     if (absl::StartsWith(status.message(), absl::StrCat(flag, ":"))) {
       return absl::Status(status.code(), absl::StrCat("--", status.message()));
     }
@@ -46,6 +47,7 @@ EngineOptions ToEngineOptions(const WorkerOptions& options) {
   engine.max_num_seqs = options.max_num_seqs;
   engine.max_num_batched_tokens = options.max_num_batched_tokens;
   engine.max_prefill_tokens_per_step = options.max_prefill_tokens_per_step;
+  engine.step_time_target_ms = options.step_time_target_ms;
   engine.max_n = std::min(engine.max_n, options.max_num_seqs);
   engine.max_waiting_requests = options.max_waiting_requests;
   return engine;

@@ -84,6 +84,11 @@ TEST(EngineApiTest, OptionsAreValidatedWithTheOptionNamed) {
   EXPECT_THAT(engine, StatusIs(absl::StatusCode::kInvalidArgument,
                                HasSubstr("max_prefill_tokens_per_step: must be >= 0")));
   options = SmallOptions();
+  options.step_time_target_ms = -5;
+  engine = Engine::Create(options, std::make_unique<FakeModelRunner>(), nullptr, nullptr);
+  EXPECT_THAT(engine, StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("step_time_target_ms: must be >= 0")));
+  options = SmallOptions();
   options.num_kv_blocks = 0;
   options.kv_memory_bytes = 100 * 16 * 1024;  // 100 blocks of the fake's 16 KiB
   engine = Engine::Create(options, std::make_unique<FakeModelRunner>(), nullptr, nullptr);

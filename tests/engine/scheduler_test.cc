@@ -182,6 +182,59 @@ TEST(SchedulerTest, PrefillCapBoundsEveryStepThatDecodes) {
   }
 }
 
+TEST(SchedulerTest, StepTimeTargetCapsPromptTokensByTheMeasuredStepTime) {
+  // Simulated steps: 2 ms + 0.2 ms per decode + 0.1 ms per prompt token. With one decode, a
+  // 6 ms target leaves room for (6 - 2.2) / 0.1 = 38 prompt tokens; a slower (busier) machine
+  // only lowers that, to a block (16) at least.
+  FakeModelOptions model;
+  model.step_time = {.fixed_ms = 2, .prefill_token_ms = 0.1, .decode_token_ms = 0.2};
+  EngineOptions options;
+  options.num_kv_blocks = 64;
+  options.max_num_seqs = 8;
+  options.max_num_batched_tokens = 128;
+  options.step_time_target_ms = 6;
+  std::unique_ptr<EngineCore> core = MakeCore(options, model);
+  std::mt19937 rng(13);
+  auto decoding = SubmitToCore(*core, MakeRequest("decoding", RandomPrompt(rng, 10), 60));
+  std::vector<std::shared_ptr<RequestStream>> prompts;
+  std::vector<int32_t> prompt_tokens_with_decodes;
+  int step = 0;
+  RunCore(*core, [&](const StepPlan& plan) {
+    int32_t decodes = 0;
+    int32_t prompt = 0;
+    for (const ScheduledSequence& seq : plan.sequences) {
+      (IsDecode(seq) ? decodes : prompt) += seq.num_scheduled_tokens;
+    }
+    if (decodes > 0 && prompt > 0) prompt_tokens_with_decodes.push_back(prompt);
+    // Long prompts arrive after a few decode-only steps, then again once the first are done.
+    if (++step == 5 || step == 25) {
+      for (int i = 0; i < 2; ++i) {
+        prompts.push_back(
+            SubmitToCore(*core, MakeRequest("p" + std::to_string(step) + "_" + std::to_string(i),
+                                            RandomPrompt(rng, 120), 2)));
+      }
+    }
+  });
+  // The first step that mixes them is uncapped (nothing measured yet); from then on each stays
+  // near the target.
+  ASSERT_GE(prompt_tokens_with_decodes.size(), 3u);
+  EXPECT_GT(prompt_tokens_with_decodes.front(), 64);
+  for (size_t i = 1; i < prompt_tokens_with_decodes.size(); ++i) {
+    EXPECT_LE(prompt_tokens_with_decodes[i], 64) << "mixed step " << i;
+    EXPECT_GE(prompt_tokens_with_decodes[i], 1) << "mixed step " << i;
+  }
+  RequestResult result;
+  result.Drain(*decoding);
+  EXPECT_EQ(result.choices[0].tokens.size(), 60u);
+  for (auto& stream : prompts) {
+    RequestResult r;
+    r.Drain(*stream);
+    KVSERVE_EXPECT_OK(r.status);
+    EXPECT_EQ(r.choices[0].tokens.size(), 2u);
+  }
+  ExpectAllBlocksFree(*core);
+}
+
 TEST(SchedulerTest, PreemptedRequestsGiveTheSameOutputAsWithoutPreemption) {
   const uint32_t seed = 99;
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
