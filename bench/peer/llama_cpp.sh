@@ -49,7 +49,9 @@ trap '[ ${#competitors[@]} -eq 0 ] || kill "${competitors[@]}" 2>/dev/null' EXIT
 cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 echo "# $(date -u +%FT%TZ), $cpu, $(nproc) CPUs, $THREADS threads, $(basename "$MODEL")," \
   "load average $(cut -d' ' -f1-3 /proc/loadavg), $COMPETE competing CPU-bound processes"
-export OPENBLAS_NUM_THREADS=1
+# kvserve's f32 prefill (T > 16) runs OpenBLAS SGEMM on OpenBLAS's own threads: THREADS of them,
+# as every other product gets (it was 1 before 2026-12-04, which halved kvserve's f32 prefill).
+export OPENBLAS_NUM_THREADS=$THREADS
 out=$PEER_DIR/results.txt
 : >"$out"
 # Prefill: a random prompt of each PROMPTS length (one token decoded); decode: llama-bench's tg128

@@ -4,16 +4,18 @@
 // the thread pool with the SIMD level ActiveCpuIsa() picks (cpu_isa.h).
 //
 // f32 weights, three regimes by the number of tokens T:
-//  - T == 1: SGEMV (OpenBLAS, which threads itself).
+//  - T == 1: our own GEMV on the thread pool, four rows of W per pass (independent chains), each
+//    row's dot product the same operations as in the small-batch kernel, so a token's result is
+//    the same alone or in a batch of up to kMaxSmallBatch. It measured 1.1-1.2x OpenBLAS's SGEMV
+//    (with OpenBLAS's own threads) on batch-1 decode of SmolLM2 f32 (bench/RESULTS.md).
 //  - 1 < T <= kMaxSmallBatch (batched decode): our own kernel, which multiplies each row of W with
 //    four token rows per pass while the row sits in L1. OpenBLAS SGEMM packs all of W on every
 //    call and pays a fixed cost that dominates at small T (8 x 576 x 1536: ~276 us, three times
 //    this kernel on the dev machine), and one SGEMV per token reads W T times.
 //    Its output rows are split over the thread pool when one is given.
 //  - larger T (prefill): SGEMM (OpenBLAS threads).
-// Tried and measured worse on the dev machine: running every regime on the pool with
-// single-threaded OpenBLAS (batch-1 decode 26 ms instead of 17 ms: waking the pool for each of
-// the ~210 products of a step costs more than OpenBLAS's spinning threads).
+// (An earlier pool measured worse for T == 1, 26 ms per batch-1 step against SGEMV's 17 ms: its
+// wake-ups cost more than OpenBLAS's spinning threads then.)
 #include <cblas.h>
 
 #if defined(__x86_64__)
@@ -90,6 +92,41 @@ __attribute__((target("avx2,fma"))) void SmallBatchRowsAvx2(const LinearParams& 
   }
 }
 
+// One token (x = p.x) against rows [row_begin, row_end), four rows per pass. Per row the
+// arithmetic of SmallBatchRowsAvx2: one 8-lane FMA chain over the row, HorizontalSum, the tail.
+__attribute__((target("avx2,fma"))) void GemvRowsAvx2(const LinearParams& p, int row_begin,
+                                                      int row_end) {
+  const int in = p.in_features;
+  const int in8 = in - in % 8;
+  const float* x = p.x;  // [in]
+  const auto* weights = static_cast<const float*>(p.w);
+  int o = row_begin;
+  for (; o + 4 <= row_end; o += 4) {
+    const float* w0 = weights + static_cast<int64_t>(o) * in;  // [4, in]
+    const float* w1 = w0 + in;
+    const float* w2 = w1 + in;
+    const float* w3 = w2 + in;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+    for (int i = 0; i < in8; i += 8) {
+      const __m256 xv = _mm256_loadu_ps(x + i);
+      acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + i), xv, acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + i), xv, acc1);
+      acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + i), xv, acc2);
+      acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + i), xv, acc3);
+    }
+    const float* rows[4] = {w0, w1, w2, w3};
+    const float sums[4] = {HorizontalSum(acc0), HorizontalSum(acc1), HorizontalSum(acc2),
+                           HorizontalSum(acc3)};
+    for (int j = 0; j < 4; ++j) {
+      float sum = sums[j];
+      for (int i = in8; i < in; ++i) sum += rows[j][i] * x[i];
+      p.y[o + j] = sum;
+    }
+  }
+  if (o < row_end) SmallBatchRowsAvx2(p, o, row_end);
+}
+
 bool HasAvx2Fma() {
   static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return has;
@@ -99,6 +136,13 @@ bool HasAvx2Fma() {
 void SmallBatchRows(const LinearParams& p, int row_begin, int row_end) {
 #if defined(__x86_64__)
   if (HasAvx2Fma()) return SmallBatchRowsAvx2(p, row_begin, row_end);
+#endif
+  SmallBatchRowsGeneric(p, row_begin, row_end);
+}
+
+void GemvRows(const LinearParams& p, int row_begin, int row_end) {
+#if defined(__x86_64__)
+  if (HasAvx2Fma()) return GemvRowsAvx2(p, row_begin, row_end);
 #endif
   SmallBatchRowsGeneric(p, row_begin, row_end);
 }
@@ -119,8 +163,7 @@ void AddBias(const LinearParams& p) {
 
 void LinearF32(const LinearParams& p, ThreadPool* pool) {
   if (p.num_tokens == 1) {
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, p.out_features, p.in_features, 1.0f,
-                static_cast<const float*>(p.w), p.in_features, p.x, 1, 0.0f, p.y, 1);
+    ForRows(p, pool, &GemvRows);
   } else if (p.num_tokens <= kMaxSmallBatch) {
     ForRows(p, pool, &SmallBatchRows);
   } else {

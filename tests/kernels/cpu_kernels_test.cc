@@ -262,9 +262,9 @@ TEST_P(CpuKernelsTest, BackendGivesTheSingleThreadBitsWhenItSplitsTokens) {
 
 INSTANTIATE_TEST_SUITE_P(Tokens, CpuKernelsTest, ::testing::Values(1, 4, 5, 37));
 
-// Every regime of cpu::Linear (SGEMV for one token, the small-batch kernel for 2..16 with and
-// without the pool, SGEMM above) against a double-precision loop; sizes that are not multiples
-// of the kernel's 8-float chunks, 4-token groups or 64-row work items.
+// Every regime of cpu::Linear (the GEMV for one token, the small-batch kernel for 2..16, each
+// with and without the pool, SGEMM above) against a double-precision loop; sizes that are not
+// multiples of the kernel's 8-float chunks, 4-row or 4-token groups or 64-row work items.
 TEST(CpuLinearTest, EveryBatchSizeMatchesNaiveLoopWithAndWithoutPool) {
   std::mt19937 rng(7);
   cpu::ThreadPool pool(2);
@@ -286,6 +286,28 @@ TEST(CpuLinearTest, EveryBatchSizeMatchesNaiveLoopWithAndWithoutPool) {
               << " pool=" << (maybe_pool != nullptr);
         }
       }
+    }
+  }
+}
+
+// A token's f32 Linear is the same bits alone (the GEMV) as in a batch of up to 16 (the
+// small-batch kernel), so a decode does not depend on how many sequences decode beside it.
+TEST(CpuLinearTest, OneTokenAloneMatchesItsRowInSmallBatchesBitForBit) {
+  std::mt19937 rng(8);
+  std::printf("seed 8\n");
+  cpu::ThreadPool pool(2);
+  const int in = 77, out_features = 130;
+  const std::vector<float> w = RandomFloats(out_features * in, rng);
+  for (int tokens : {2, 3, 5, 16}) {
+    const std::vector<float> x = RandomFloats(tokens * in, rng);
+    std::vector<float> batch(tokens * out_features);
+    cpu::Linear({x.data(), w.data(), nullptr, batch.data(), tokens, in, out_features}, &pool);
+    for (int t = 0; t < tokens; ++t) {
+      std::vector<float> alone(out_features);
+      cpu::Linear({x.data() + t * in, w.data(), nullptr, alone.data(), 1, in, out_features}, &pool);
+      ASSERT_EQ(alone, std::vector<float>(batch.begin() + t * out_features,
+                                          batch.begin() + (t + 1) * out_features))
+          << "token " << t << " of " << tokens;
     }
   }
 }
