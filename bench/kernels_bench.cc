@@ -133,26 +133,51 @@ double MeasuredReadBandwidth() {
   return bandwidth;
 }
 
+// One paged attention call of SmolLM2's shape (9 heads, 3 KV heads, head_dim 64, block 16, f32
+// cache) over `seqs`, its new K/V written, ready to run on `threads` threads.
+class SmolLm2Attention {
+ public:
+  SmolLm2Attention(const std::vector<testing::SeqSpec>& seqs, int max_context, int threads,
+                   uint32_t seed)
+      : rng_(seed),
+        batch_(testing::MakePagedBatch(seqs, 9, 3, 64, 16, 0, rng_)),
+        view_{batch_.k_cache.data(), batch_.v_cache.data(), batch_.num_blocks, 3, 16, 64},
+        pool_(threads),
+        workspace_(cpu::AttentionWorkspaceBytes(
+            {batch_.num_tokens, static_cast<int32_t>(seqs.size()), max_context, 9, 3, 64, 16},
+            pool_.num_threads())),
+        out_(batch_.q.size()),
+        params_(testing::MakeAttentionParams(batch_, view_, out_.data(), workspace_.data(),
+                                             workspace_.size())) {
+    cpu::WriteKv({batch_.new_k.data(), batch_.new_v.data(), batch_.slot_mapping.data(),
+                  batch_.num_tokens, 0, 0, view_});
+  }
+  SmolLm2Attention(const SmolLm2Attention&) = delete;
+  SmolLm2Attention& operator=(const SmolLm2Attention&) = delete;
+
+  void Run() {
+    cpu::PagedAttention(params_, &pool_);
+    benchmark::DoNotOptimize(out_.data());
+  }
+
+ private:
+  std::mt19937 rng_;
+  testing::PagedBatch batch_;
+  PagedKvView view_;
+  cpu::ThreadPool pool_;
+  std::vector<char> workspace_;
+  std::vector<float> out_;
+  PagedAttentionParams params_;
+};
+
 void BM_PagedDecodeAttention(benchmark::State& state) {
   const int num_seqs = static_cast<int>(state.range(0));
   const int context = static_cast<int>(state.range(1));
   const int threads = static_cast<int>(state.range(2));
   const double bandwidth = MeasuredReadBandwidth();
-  std::mt19937 rng(2);
-  std::vector<testing::SeqSpec> seqs(num_seqs, testing::SeqSpec{context, 1});
-  testing::PagedBatch b = testing::MakePagedBatch(seqs, 9, 3, 64, 16, 0, rng);
-  const PagedKvView view{b.k_cache.data(), b.v_cache.data(), b.num_blocks, 3, 16, 64};
-  cpu::WriteKv({b.new_k.data(), b.new_v.data(), b.slot_mapping.data(), b.num_tokens, 0, 0, view});
-  cpu::ThreadPool pool(threads);
-  const AttentionShape shape{b.num_tokens, num_seqs, context, 9, 3, 64, 16};
-  std::vector<char> workspace(cpu::AttentionWorkspaceBytes(shape, pool.num_threads()));
-  std::vector<float> out(b.q.size());
-  const PagedAttentionParams p =
-      testing::MakeAttentionParams(b, view, out.data(), workspace.data(), workspace.size());
-  for (auto _ : state) {
-    cpu::PagedAttention(p, &pool);
-    benchmark::DoNotOptimize(out.data());
-  }
+  SmolLm2Attention attention(std::vector<testing::SeqSpec>(num_seqs, {context, 1}), context,
+                             threads, 2);
+  for (auto _ : state) attention.Run();
   const double kv_bytes = 2.0 * num_seqs * context * 3 * 64 * sizeof(float);
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kv_bytes));
   state.counters["kv_bytes"] = kv_bytes;
@@ -165,20 +190,8 @@ void BM_PagedDecodeAttention(benchmark::State& state) {
 void BM_PagedPrefillAttention(benchmark::State& state) {
   const int len = static_cast<int>(state.range(0));
   const int threads = static_cast<int>(state.range(1));
-  std::mt19937 rng(3);
-  testing::PagedBatch b = testing::MakePagedBatch({{len, len}}, 9, 3, 64, 16, 0, rng);
-  const PagedKvView view{b.k_cache.data(), b.v_cache.data(), b.num_blocks, 3, 16, 64};
-  cpu::WriteKv({b.new_k.data(), b.new_v.data(), b.slot_mapping.data(), b.num_tokens, 0, 0, view});
-  cpu::ThreadPool pool(threads);
-  const AttentionShape shape{b.num_tokens, 1, len, 9, 3, 64, 16};
-  std::vector<char> workspace(cpu::AttentionWorkspaceBytes(shape, pool.num_threads()));
-  std::vector<float> out(b.q.size());
-  const PagedAttentionParams p =
-      testing::MakeAttentionParams(b, view, out.data(), workspace.data(), workspace.size());
-  for (auto _ : state) {
-    cpu::PagedAttention(p, &pool);
-    benchmark::DoNotOptimize(out.data());
-  }
+  SmolLm2Attention attention({{len, len}}, len, threads, 3);
+  for (auto _ : state) attention.Run();
   state.counters["FLOP/s"] = benchmark::Counter(4.0 * 9 * 64 * (double(len) * (len + 1) / 2),
                                                 benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(cpu::CpuIsaName(cpu::ActiveCpuIsa()));

@@ -1,6 +1,6 @@
 // StepTimeEstimator: what an engine step costs, learnt from the steps the engine ran, so the
 // scheduler can fill a step with prompt tokens up to a target time instead of a fixed count
-// (EngineOptions::target_step_ms; Sarathi-Serve's budget from an inter-token target, with the
+// (EngineOptions::step_time_target_ms; Sarathi-Serve's budget from an inter-token target, with the
 // profile taken online instead of ahead).
 //
 // Two parts, each fitted where it is measured:

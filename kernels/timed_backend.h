@@ -30,9 +30,9 @@ enum class TimedOp {
   kSiluAndMul,
   kGatherRows,
   kArgmax,
-  kCopy,  // CopyToDevice, CopyToHost, CopyOnDevice, Memset
+  kCopy,  // CopyToDevice, CopyToHost, CopyOnDevice, Memset (keep last)
 };
-inline constexpr int kNumTimedOps = 10;
+inline constexpr int kNumTimedOps = static_cast<int>(TimedOp::kCopy) + 1;
 const char* TimedOpName(TimedOp op);
 
 struct OpTotals {

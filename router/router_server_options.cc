@@ -1,8 +1,6 @@
 #include "router/router_server_options.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -114,15 +112,6 @@ absl::Status RouterServerOptions::Validate() const {
                    absl::StrCat("must be >= 0, got ", core.admission.max_waiting_requests));
   }
   return core.Validate();
-}
-
-absl::StatusOr<std::string> ReadFlagFile(absl::string_view flag, const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return Invalid(flag, absl::StrCat("cannot read ", path));
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  if (contents.str().empty()) return Invalid(flag, absl::StrCat(path, " is empty"));
-  return contents.str();
 }
 
 absl::StatusOr<RouterTlsMaterial> LoadRouterTls(const RouterServerOptions& options) {

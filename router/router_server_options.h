@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/flag_file.h"
 #include "router/router_options.h"
 
 namespace kvserve {
@@ -84,9 +85,6 @@ absl::StatusOr<RouterTlsMaterial> LoadRouterTls(const RouterServerOptions& optio
 // port is outside [0, 65535], or (allow_port_zero false) when it is 0.
 absl::Status ValidateAddress(absl::string_view flag, absl::string_view address,
                              bool allow_port_zero);
-
-// A whole file, or INVALID_ARGUMENT "<flag>: cannot read <path>" / "... is empty".
-absl::StatusOr<std::string> ReadFlagFile(absl::string_view flag, const std::string& path);
 
 }  // namespace kvserve
 

@@ -2,13 +2,13 @@
 #include "tokenizer/chat_template.h"
 
 #include <exception>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "base/flag_file.h"
+#include "base/status_macros.h"
 #include "minja/minja.hpp"
 #include "tokenizer/python_text.h"
 
@@ -127,6 +127,32 @@ Json MessageJson(const ChatMessage& message, bool object_arguments) {
   return out;
 }
 
+// The variables of a rendering, as transformers' apply_chat_template passes them (tools only
+// when given).
+absl::StatusOr<Json> Variables(absl::Span<const ChatMessage> messages, bool add_generation_prompt,
+                               absl::Span<const std::string> tools, bool object_arguments,
+                               const std::string& bos_token, const std::string& eos_token) {
+  Json variables = Json::object();
+  Json& messages_json = variables["messages"] = Json::array();
+  for (const ChatMessage& message : messages) {
+    messages_json.push_back(MessageJson(message, object_arguments));
+  }
+  if (!tools.empty()) {
+    Json& tools_json = variables["tools"] = Json::array();
+    for (size_t i = 0; i < tools.size(); ++i) {
+      Json tool = Json::parse(tools[i], nullptr, /*allow_exceptions=*/false);
+      if (!tool.is_object()) {
+        return absl::InvalidArgumentError(absl::StrCat("tools[", i, "]: not a JSON object"));
+      }
+      tools_json.push_back(std::move(tool));
+    }
+  }
+  variables["add_generation_prompt"] = add_generation_prompt;
+  variables["bos_token"] = bos_token;
+  variables["eos_token"] = eos_token;
+  return variables;
+}
+
 absl::CivilSecond LocalNow() { return absl::ToCivilSecond(absl::Now(), absl::LocalTimeZone()); }
 
 // Renders `root` with `variables` and the functions transformers defines; every error of minja
@@ -200,13 +226,11 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromJinja(std::string_view jinja_sour
     ChatMessage call{.role = "assistant", .content = std::nullopt};
     call.tool_calls.push_back(
         {.id = "probe0001", .name = "probe_tool", .arguments = std::string(kProbeArguments)});
-    const ChatMessage user{.role = "user", .content = "probe"};
-    const Json variables = {
-        {"messages", Json::array({MessageJson(user, false), MessageJson(call, as_object)})},
-        {"add_generation_prompt", false},
-        {"bos_token", chat.bos_token_},
-        {"eos_token", chat.eos_token_}};
-    absl::StatusOr<std::string> text = RenderTemplate(*chat.parsed_->root, variables, chat.clock_);
+    const ChatMessage messages[] = {{.role = "user", .content = "probe"}, call};
+    absl::StatusOr<Json> variables =
+        Variables(messages, false, {}, as_object, chat.bos_token_, chat.eos_token_);
+    if (!variables.ok()) return false;
+    absl::StatusOr<std::string> text = RenderTemplate(*chat.parsed_->root, *variables, chat.clock_);
     return text.ok() && (text->find("\"argument_needle\":") != std::string::npos ||
                          text->find("'argument_needle':") != std::string::npos);
   };
@@ -217,42 +241,18 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromJinja(std::string_view jinja_sour
 absl::StatusOr<std::string> ChatTemplate::Render(absl::Span<const ChatMessage> messages,
                                                  bool add_generation_prompt,
                                                  absl::Span<const std::string> tools) const {
-  Json variables = Json::object();
-  Json& messages_json = variables["messages"] = Json::array();
-  for (const ChatMessage& message : messages) {
-    messages_json.push_back(MessageJson(message, object_arguments_));
-  }
-  if (!tools.empty()) {
-    Json& tools_json = variables["tools"] = Json::array();
-    for (size_t i = 0; i < tools.size(); ++i) {
-      Json tool = Json::parse(tools[i], nullptr, /*allow_exceptions=*/false);
-      if (!tool.is_object()) {
-        return absl::InvalidArgumentError(absl::StrCat("tools[", i, "]: not a JSON object"));
-      }
-      tools_json.push_back(std::move(tool));
-    }
-  }
-  variables["add_generation_prompt"] = add_generation_prompt;
-  variables["bos_token"] = bos_token_;
-  variables["eos_token"] = eos_token_;
+  KVSERVE_ASSIGN_OR_RETURN(Json variables, Variables(messages, add_generation_prompt, tools,
+                                                     object_arguments_, bos_token_, eos_token_));
   return RenderTemplate(*parsed_->root, variables, clock_);
 }
 
 absl::StatusOr<std::string> ReadChatTemplateFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return absl::InvalidArgumentError(absl::StrCat("--chat_template: cannot read '", path, "'"));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (text.str().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("--chat_template: '", path, "' is empty"));
-  }
-  if (absl::StatusOr<ChatTemplate> parsed = ChatTemplate::FromJinja(text.str(), "", "");
-      !parsed.ok()) {
+  KVSERVE_ASSIGN_OR_RETURN(std::string text, ReadFlagFile("--chat_template", path));
+  if (absl::StatusOr<ChatTemplate> parsed = ChatTemplate::FromJinja(text, "", ""); !parsed.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--chat_template: '", path, "': ", parsed.status().message()));
   }
-  return text.str();
+  return text;
 }
 
 }  // namespace kvserve

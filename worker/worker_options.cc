@@ -1,11 +1,10 @@
 #include "worker/worker_options.h"
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/flag_file.h"
 #include "base/status_macros.h"
 #include "kvcache/kv_layout.h"
 #include "nlohmann/json.hpp"
@@ -16,15 +15,6 @@ namespace {
 
 absl::Status FlagError(absl::string_view flag, absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", message));
-}
-
-absl::StatusOr<std::string> ReadFile(absl::string_view flag, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return FlagError(flag, absl::StrCat("cannot read '", path, "'"));
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (contents.str().empty()) return FlagError(flag, absl::StrCat("'", path, "' is empty"));
-  return contents.str();
 }
 
 }  // namespace
@@ -97,12 +87,12 @@ absl::Status WorkerOptions::Validate() const {
 
 absl::StatusOr<TlsMaterial> LoadTlsFiles(const WorkerOptions& options) {
   TlsMaterial material;
-  KVSERVE_ASSIGN_OR_RETURN(std::string cert, ReadFile("tls_cert", options.tls_cert));
+  KVSERVE_ASSIGN_OR_RETURN(std::string cert, ReadFlagFile("--tls_cert", options.tls_cert));
   material.cert_chain_pem = std::move(cert);
-  KVSERVE_ASSIGN_OR_RETURN(std::string key, ReadFile("tls_key", options.tls_key));
+  KVSERVE_ASSIGN_OR_RETURN(std::string key, ReadFlagFile("--tls_key", options.tls_key));
   material.private_key_pem = std::move(key);
   if (!options.tls_ca.empty()) {
-    KVSERVE_ASSIGN_OR_RETURN(std::string ca, ReadFile("tls_ca", options.tls_ca));
+    KVSERVE_ASSIGN_OR_RETURN(std::string ca, ReadFlagFile("--tls_ca", options.tls_ca));
     material.client_ca_pem = std::move(ca);
   }
   return material;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/avx2_reduce.h"
 #include "kernels/cpu/half_linear.h"
 
 namespace kvserve::kernels::cpu {
@@ -33,12 +34,6 @@ struct BF16 {
     return value;
   }
 };
-
-float HorizontalSum(__m256 v) {
-  const __m128 sum4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 sum2 = _mm_add_ps(sum4, _mm_movehl_ps(sum4, sum4));
-  return _mm_cvtss_f32(_mm_add_ss(sum2, _mm_shuffle_ps(sum2, sum2, 1)));
-}
 
 template <typename W, int kTokens>
 void RowTokens(const HalfRowsArgs& a, const uint16_t* w /* [in] */, int32_t t0, int32_t o) {

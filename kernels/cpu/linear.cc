@@ -24,6 +24,7 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/avx2_reduce.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/half_linear.h"
 #include "kernels/cpu/quant_linear.h"
@@ -50,12 +51,6 @@ void SmallBatchRowsGeneric(const LinearParams& p, int row_begin, int row_end) {
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx2,fma"))) float HorizontalSum(__m256 v) {
-  const __m128 sum4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 sum2 = _mm_add_ps(sum4, _mm_movehl_ps(sum4, sum4));
-  return _mm_cvtss_f32(_mm_add_ss(sum2, _mm_shuffle_ps(sum2, sum2, 1)));
-}
-
 // The same with AVX2 + FMA: four tokens per pass over a row of W, so each 8-float chunk of W is
 // loaded once for four FMAs into four named accumulators (kept in registers).
 __attribute__((target("avx2,fma"))) void SmallBatchRowsAvx2(const LinearParams& p, int row_begin,

@@ -26,6 +26,7 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/cpu/avx2_reduce.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/cpu_math.h"
@@ -145,20 +146,6 @@ __attribute__((target("avx2,fma"))) __m256 SumEach8(const __m256* p) {
   return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-__attribute__((target("avx2,fma"))) float MaxOf8(__m256 x) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_max_ss(m, _mm_movehdup_ps(m));
-  return _mm_cvtss_f32(m);
-}
-
-__attribute__((target("avx2,fma"))) float SumOf8(__m256 x) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 __attribute__((target("avx2,fma"))) void UpdateChunkAvx2(const ChunkUpdate& c) {
   constexpr int kKeys = 8;
   const __m256 minus_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
@@ -185,7 +172,7 @@ __attribute__((target("avx2,fma"))) void UpdateChunkAvx2(const ChunkUpdate& c) {
     const __m256 seen = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(valid), lane));
     const __m256 scores = _mm256_blendv_ps(minus_inf, SumEach8(part), seen);
     // The online softmax: keys it does not see are -inf, so their weights are masked to 0.
-    const float new_max = std::max(c.row_max[r], MaxOf8(scores));
+    const float new_max = std::max(c.row_max[r], HorizontalMax(scores));
     float* weights = c.weights + r * kKeys;
     _mm256_storeu_ps(weights, _mm256_sub_ps(scores, _mm256_set1_ps(new_max)));
 #pragma omp simd
@@ -194,7 +181,7 @@ __attribute__((target("avx2,fma"))) void UpdateChunkAvx2(const ChunkUpdate& c) {
     _mm256_storeu_ps(weights, w);
     const float correction = std::exp(c.row_max[r] - new_max);  // 0 on the first chunk
     c.row_max[r] = new_max;
-    c.row_sum[r] = c.row_sum[r] * correction + SumOf8(w);
+    c.row_sum[r] = c.row_sum[r] * correction + HorizontalSum(w);
     // The values.
     const __m256 scale = _mm256_set1_ps(correction);
     float* acc = c.acc + static_cast<int64_t>(r) * c.head_dim;

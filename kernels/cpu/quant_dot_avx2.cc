@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/avx2_reduce.h"
 #include "kernels/cpu/quant_dispatch.h"
 #include "kernels/cpu/quant_linear.h"
 #include "kernels/cpu/quant_simd_util.h"
@@ -105,12 +106,6 @@ struct Q6_K {
   const uint8_t* block_;
   float d_;
 };
-
-float HorizontalSum(__m256 v) {
-  const __m128 sum4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 sum2 = _mm_add_ps(sum4, _mm_movehl_ps(sum4, sum4));
-  return _mm_cvtss_f32(_mm_add_ss(sum2, _mm_shuffle_ps(sum2, sum2, 1)));
-}
 
 // y[t0 .. t0 + kTokens, o] from weight row `row`.
 template <typename D, int kTokens>
