@@ -2,6 +2,7 @@
 // runner, sampling; no gRPC), so every figure measures the path that serves:
 //   BM_Prefill/128           one 128-token prompt, one step: prompt tokens/s
 //   BM_Decode/B              one decode step of B sequences at context ~128: tokens/s
+//   BM_DecodeOps/B           BM_Decode's step with each backend call timed: µs per op
 //   BM_NextToken_Cached/1000 the next token after a 1,000-token context, K/V cached
 //   BM_NextToken_Recompute/1000  the same token by recomputing the whole 1,001-token prefix
 //                                (a fresh cache salt each time, so nothing is reused)
@@ -157,22 +158,27 @@ void BM_Prefill(benchmark::State& state) {
 }
 BENCHMARK(BM_Prefill)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// Submits `batch` sequences of 128 prompt tokens and steps until the next step decodes them
+// all (prefill over as many steps as the token budget needs), so what follows times decodes.
+bool StartDecodes(Fixture& f, int32_t batch, benchmark::State& state) {
+  constexpr int32_t kContext = 128;
+  constexpr int32_t kMaxTokens = 512;  // enough decode steps for any --benchmark_min_time
+  for (int32_t s = 0; s < batch; ++s) {
+    if (!Submit(f, RandomTokens(kContext, f.vocab, 10 + s), kMaxTokens, "", state)) return false;
+  }
+  while (!IsDecodeStep(f, batch)) {
+    if (!Step(f, state)) return false;
+  }
+  return true;
+}
+
 // One decode step of `batch` sequences with ~128 tokens of context each.
 void BM_Decode(benchmark::State& state) {
   Fixture& f = Shared();
   if (!f.error.empty()) return state.SkipWithError(f.error.c_str());
   const int32_t batch = static_cast<int32_t>(state.range(0));
   if (batch > 32 && f.on_cpu) return state.SkipWithError("batch 64 is measured on GPUs only");
-  constexpr int32_t kContext = 128;
-  constexpr int32_t kMaxTokens = 512;  // enough decode steps for any --benchmark_min_time
-  for (int32_t s = 0; s < batch; ++s) {
-    if (!Submit(f, RandomTokens(kContext, f.vocab, 10 + s), kMaxTokens, "", state)) return;
-  }
-  // Prefill every sequence (over as many steps as the token budget needs), then time decode
-  // steps only.
-  while (!IsDecodeStep(f, batch)) {
-    if (!Step(f, state)) return;
-  }
+  if (!StartDecodes(f, batch, state)) return;
   for (auto _ : state) {
     if (!f.core->has_work()) {
       state.SkipWithError("ran out of decode steps; lower --benchmark_min_time");
@@ -193,6 +199,37 @@ BENCHMARK(BM_Decode)
     ->Arg(64)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+
+// BM_Decode's step with every backend call timed (run it with $KVSERVE_BENCH_ENFORCE_EAGER=1:
+// graph replays are not timed). Counters: <op>_us, the op's time per step. Each call waits for
+// the device, so small ops carry a launch and a wait each.
+void BM_DecodeOps(benchmark::State& state) {
+  Fixture& f = Shared();
+  if (!f.error.empty()) return state.SkipWithError(f.error.c_str());
+  const int32_t batch = static_cast<int32_t>(state.range(0));
+  if (!StartDecodes(f, batch, state)) return;
+  f.timed->Reset();
+  for (auto _ : state) {
+    if (!f.core->has_work()) {
+      state.SkipWithError("ran out of decode steps; lower --benchmark_min_time");
+      break;
+    }
+    f.timed->set_enabled(true);
+    const bool ok = Step(f, state);
+    f.timed->set_enabled(false);
+    if (!ok) break;
+  }
+  Finish(f, state);
+  const double steps = static_cast<double>(state.iterations());
+  for (int op = 0; op < kernels::kNumTimedOps; ++op) {
+    const kernels::OpTotals& totals = f.timed->totals(static_cast<kernels::TimedOp>(op));
+    if (totals.calls == 0) continue;
+    state.counters[absl::StrCat(kernels::TimedOpName(static_cast<kernels::TimedOp>(op)), "_us")] =
+        totals.seconds / steps * 1e6;
+  }
+  f.timed->Reset();
+}
+BENCHMARK(BM_DecodeOps)->Arg(1)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The next token after a context of range(0) tokens, with the context's K/V in the cache: a
 // decode step of one sequence whose context is already `context` long.

@@ -120,7 +120,8 @@ write_env() {
 #         PyTorch installs them): <site-packages>/nvidia/{cu13,cublas,cuda_runtime,nccl}/lib;
 #      d. the loader's cache (ldconfig -p).
 #    The driver's libcuda.so.1: the loader's path, else /usr/local/nvidia/lib64 or lib.
-# 3. Exports KVSERVE_BUNDLE, KVSERVE_BUNDLE_UNPACKED, KVSERVE_CUDA_MODULE (lib/libkvserve_cuda.so),
+# 3. Exports KVSERVE_BUNDLE, KVSERVE_BUNDLE_UNPACKED, KVSERVE_CUDA_MODULE (lib/libkvserve_cuda.so,
+#    or its unpacked copy when it travels packed),
 #    PATH (bin/ first), LD_LIBRARY_PATH (the unpacked folder, the CUDA folders found, then what
 #    it held; not lib/, which the programs reach through their RPATH: its libstdc++ must not
 #    replace a newer one under the machine's own tools, compute-sanitizer say), and
@@ -129,9 +130,10 @@ write_env() {
 KVSERVE_BUNDLE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export KVSERVE_BUNDLE KVSERVE_BUNDLE_MISSING=""
 _kb_path=()
+# One folder for all of them, named by the checksum of the packed files together.
+_kb_sum=$(cat "$KVSERVE_BUNDLE"/lib/*.gz 2>/dev/null | cksum | cut -d' ' -f1)
 for _kb_gz in "$KVSERVE_BUNDLE"/lib/*.gz; do
   [[ -e $_kb_gz ]] || continue
-  _kb_sum=$(cksum <"$_kb_gz" | cut -d' ' -f1)
   KVSERVE_BUNDLE_UNPACKED=${TMPDIR:-/tmp}/kvserve-bundle-$(id -u)/$_kb_sum
   _kb_so=$KVSERVE_BUNDLE_UNPACKED/$(basename "${_kb_gz%.gz}")
   if [[ ! -e $_kb_so ]]; then
@@ -139,8 +141,8 @@ for _kb_gz in "$KVSERVE_BUNDLE"/lib/*.gz; do
       gzip -dc "$_kb_gz" >"$_kb_so.$$" && chmod 755 "$_kb_so.$$" && mv "$_kb_so.$$" "$_kb_so" ||
       KVSERVE_BUNDLE_MISSING+=" $(basename "$_kb_so")"
   fi
-  _kb_path+=("$KVSERVE_BUNDLE_UNPACKED")
 done
+[[ -n ${KVSERVE_BUNDLE_UNPACKED:-} ]] && _kb_path+=("$KVSERVE_BUNDLE_UNPACKED")
 export KVSERVE_BUNDLE_UNPACKED=${KVSERVE_BUNDLE_UNPACKED:-$KVSERVE_BUNDLE/lib}
 
 _kb_dirs=()
@@ -193,6 +195,7 @@ if ((${#_kb_path[@]} > 0)); then
   export LD_LIBRARY_PATH=$_kb_joined${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 export KVSERVE_CUDA_MODULE=$KVSERVE_BUNDLE/lib/libkvserve_cuda.so
+[[ -e $KVSERVE_CUDA_MODULE ]] || KVSERVE_CUDA_MODULE=$KVSERVE_BUNDLE_UNPACKED/libkvserve_cuda.so
 export PATH=$KVSERVE_BUNDLE/bin:$PATH
 unset _kb_path _kb_gz _kb_sum _kb_so _kb_dirs _kb_cuda _kb_nv _kb_lib _kb_where _kb_dir _kb_joined
 ENV

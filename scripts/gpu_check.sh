@@ -15,10 +15,12 @@
 #   decode_graphs  model_bench on synthetic Llama-3-8B (bf16 weights and KV): BM_Decode at batch
 #                  1 and 64 with CUDA graphs; weights_GB/s against gpu_bench's HBM figure is the
 #                  decode efficiency
-#   decode_eager   the same with --enforce_eager (KVSERVE_BENCH_ENFORCE_EAGER=1)
+#   decode_eager   the same with --enforce_eager (KVSERVE_BENCH_ENFORCE_EAGER=1), and BM_DecodeOps:
+#                  each op's µs per decode step
 #   worker         kvserve-worker --device=cuda on synthetic weights of the default model's shape
 #                  under kvserve-loadgen, 64 concurrent streams; then 64 more, SIGTERM while they
 #                  run, and a clean drain (exit status 0, every stream finished)
+#   profile        ncu on one launch of the decode attention and GEMV kernels (see profile())
 # Each step's result, with its figures, is printed and appended to $OUT/gpu_check.txt as the step
 # finishes; every step's whole output goes to $OUT/gpu_check.log; a one-screen summary comes
 # last. Without a GPU (no nvidia-smi, or it lists none) only the smoke step runs, the output says
@@ -51,8 +53,8 @@ ONLY_STEPS=${GPU_CHECK_STEPS:-}
 # name:max_s:min_s in run order. A step's timeout is min(max_s, what is left of the budget less
 # the min_s of every later step).
 STEP_PLAN=(smoke:20:20 kernels:90:20 nccl:30:10 memcheck:90:20 gpu_bench:45:15 fidelity:75:20
-  decode_graphs:110:45 decode_eager:110:45 worker:75:40)
-MEMCHECK_FILTER='CudaAttentionShapesTest.*:Shapes/CudaAttentionTest.*/d128_block16_group4_bf16'
+  decode_graphs:110:45 decode_eager:110:45 worker:75:40 profile:60:20)
+MEMCHECK_FILTER='CudaAttentionShapesTest.*:Shapes/CudaAttentionTest.*/d128_block16_group4_bf16:WeightTypes/CudaLinearTest.*/bf16_1000x260'
 MEMCHECK_FILTER+=':Shapes/CudaAttentionTest.*/d64_block32_group8_f16'
 MEMCHECK_FILTER+=':Shapes/CudaAttentionTest.*/d128_block32_group1_f32'
 SKIPPED_RE='\[  SKIPPED \]'
@@ -102,15 +104,36 @@ compute_sanitizer() {
   return 1
 }
 
+# Nsight Compute on one launch of each decode kernel inside gpu_bench: bf16 paged decode
+# attention at batch 64 x 4k context (the 8th of (b)'s configurations, 23 launches each: 3 warm-up
+# + 20 timed) and the GEMV on down_proj at M = 1 (after 3 x 23 launches of the three shapes
+# before it). Speed of light, occupancy, warp stall reasons, memory workload.
+profile() {
+  local ncu cuda=${CUDA_HOME:-/usr/local/cuda}
+  for ncu in "$(command -v ncu)" "$cuda/bin/ncu"; do [[ -n $ncu && -x $ncu ]] && break; done
+  [[ -n $ncu && -x $ncu ]] || { echo "profile: ncu not found (PATH, \$CUDA_HOME/bin)"; return 1; }
+  local sections=(--section SpeedOfLight --section Occupancy --section LaunchStats
+    --section WarpStateStats --section MemoryWorkloadAnalysis)
+  local rc=0
+  "$ncu" "${sections[@]}" -k regex:PagedDecodeKernel --launch-skip 164 --launch-count 1 \
+    "$BIN/gpu_bench" || rc=1
+  "$ncu" "${sections[@]}" -k regex:GemvKernel --launch-skip 210 --launch-count 1 \
+    "$BIN/gpu_bench" || rc=1
+  return $rc
+}
+
 # gpu_model_test takes its model from KVSERVE_MODEL (a synthetic spec or a file).
 fidelity() {
   KVSERVE_MODEL=$MODEL exec "$BIN/gpu_model_test"
 }
 
+# Eager (1) also times each op of a decode step (BM_DecodeOps: graph replays are not timed).
 decode() {
+  local filter='BM_Decode/(1|64)/'
+  [[ $1 == 1 ]] && filter='BM_Decode/(1|64)/|BM_DecodeOps/1/'
   KVSERVE_MODEL=$LLAMA KVSERVE_BENCH_DEVICE=$DEVICE KVSERVE_BENCH_DTYPE=bfloat16 \
     KVSERVE_BENCH_ENFORCE_EAGER=$1 exec "$BIN/model_bench" \
-    --benchmark_filter='BM_Decode/(1|64)/' --benchmark_min_time="$BENCH_MIN_TIME_S"
+    --benchmark_filter="$filter" --benchmark_min_time="$BENCH_MIN_TIME_S"
 }
 
 # The worker under load, then SIGTERM with streams in flight. Prints the load's figures and the
@@ -160,7 +183,7 @@ worker_exit() {
   tail -n 12 "$WORKER_LOG"
   kill -KILL "$WORKER_PID" 2>/dev/null
 }
-export -f smoke compute_sanitizer fidelity decode worker worker_exit
+export -f smoke compute_sanitizer fidelity decode worker worker_exit profile
 export BUNDLE REPO
 
 # --- the runner ----------------------------------------------------------------------------
@@ -309,6 +332,8 @@ main() {
       --fail-on 'ERROR OCCURRED' --require '^BM_Decode/64/' -- bash -c 'decode 1'
     run_step worker --figures '^(worker|drain):|^concurrency|tokens/s|TTFT|inter-token|kvserve-' \
       --key '^concurrency|output tokens/s|^drain:' -- bash -c worker
+    run_step profile --figures 'Duration|Throughput|Achieved Occupancy|Registers Per|Stall|==PROF==|rror' \
+      --key 'Memory Throughput|Duration' -- bash -c profile
   fi
 
   say "" "===== summary: ${#SUMMARY[@]} steps in ${SECONDS}s of ${BUDGET_S}s =====" \

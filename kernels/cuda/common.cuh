@@ -81,6 +81,29 @@ __device__ __forceinline__ void LoadWidened(const T* src, float (&dst)[N]) {
   }
 }
 
+// 16 bytes from global memory where pred holds, else zeros: one predicated load, no branch, so
+// the compiler keeps all such loads of an unrolled loop in flight together. kStreaming: the
+// evict-first hint, for data read once (weights); otherwise the read-only (non-coherent) path.
+// REQUIRES: ptr 16-byte aligned where pred holds; it is not read otherwise.
+template <bool kStreaming>
+__device__ __forceinline__ uint4 LoadGlobal16If(const void* ptr, bool pred) {
+  uint4 v;
+  if constexpr (kStreaming) {
+    asm("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %5, 0;\n\t"
+        "mov.u32 %0, 0;\n\tmov.u32 %1, 0;\n\tmov.u32 %2, 0;\n\tmov.u32 %3, 0;\n\t"
+        "@p ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];\n\t}"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(ptr), "r"(static_cast<int>(pred)));
+  } else {
+    asm("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %5, 0;\n\t"
+        "mov.u32 %0, 0;\n\tmov.u32 %1, 0;\n\tmov.u32 %2, 0;\n\tmov.u32 %3, 0;\n\t"
+        "@p ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n\t}"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(ptr), "r"(static_cast<int>(pred)));
+  }
+  return v;
+}
+
 }  // namespace kvserve::kernels::cuda
 
 #endif  // KVSERVE_KERNELS_CUDA_COMMON_CUH_

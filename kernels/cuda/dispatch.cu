@@ -54,12 +54,20 @@ bool WithHeadDim(int head_dim, F&& f) {
   }
 }
 
-int MaxSplits(int max_context_len) {
-  return std::clamp(CeilDiv(max_context_len, kMinSplitLen), 1, kMaxSplits);
+// Calls f(std::integral_constant<int, n>{}) with n the smallest of 1, 2, 4, 8 >= heads: the
+// register arrays of a decode block are sized for n heads.
+template <typename F>
+void WithMaxHeads(int heads, F&& f) {
+  if (heads <= 1) {
+    f(std::integral_constant<int, 1>{});
+  } else if (heads <= 2) {
+    f(std::integral_constant<int, 2>{});
+  } else if (heads <= 4) {
+    f(std::integral_constant<int, 4>{});
+  } else {
+    f(std::integral_constant<int, kMaxHeadsPerBlock>{});
+  }
 }
-
-// Bytes of split state per (sequence, head, split).
-size_t SplitStateBytes(int head_dim) { return sizeof(float) * (static_cast<size_t>(head_dim) + 2); }
 
 // The largest divisor of group that is at most kMaxHeadsPerBlock.
 int HeadsPerBlock(int group) {
@@ -69,12 +77,30 @@ int HeadsPerBlock(int group) {
   return 1;
 }
 
+// Decode blocks wanted per SM: a few waves of resident blocks, so no SM idles long at the end.
+constexpr int kDecodeBlocksPerSm = 8;
+
+// KV splits of a decode launch: enough blocks to fill the device, no more than the longest
+// context allows (a split covers at least kMinSplitLen keys).
+int PlanSplits(int num_seqs, int head_groups, int max_context_len, int num_sms) {
+  const int by_context = std::clamp(CeilDiv(max_context_len, kMinSplitLen), 1, kMaxSplits);
+  const int by_fill = CeilDiv(int64_t{kDecodeBlocksPerSm} * num_sms,
+                              std::max<int64_t>(1, int64_t{num_seqs} * head_groups));
+  return std::max(1, std::min(by_context, by_fill));
+}
+
+// Bytes of split state per (sequence, head, split).
+size_t SplitStateBytes(int head_dim) { return sizeof(float) * (static_cast<size_t>(head_dim) + 2); }
+
 template <int kHeadDim, typename T>
 void LaunchAttention(const AttentionLaunch& a, cudaStream_t stream) {
   const PagedAttentionParams& p = a.p;
   const int head_groups = p.num_heads / a.heads_per_block;
   const dim3 decode_grid(p.num_seqs, head_groups, a.num_splits);
-  PagedDecodeKernel<kHeadDim, T><<<decode_grid, kAttentionWarps * kWarpSize, 0, stream>>>(a);
+  WithMaxHeads(a.heads_per_block, [&](auto heads) {
+    PagedDecodeKernel<kHeadDim, T, decltype(heads)::value>
+        <<<decode_grid, kDecodeWarps * kWarpSize, 0, stream>>>(a);
+  });
   if (a.num_splits > 1) {
     MergeSplitsKernel<kHeadDim><<<dim3(p.num_seqs, p.num_heads), 128, 0, stream>>>(a);
   }
@@ -107,12 +133,16 @@ cudaError_t CudaBackend::PrepareKernels() {
 }
 
 size_t CudaBackend::AttentionWorkspaceBytes(const AttentionShape& shape) const {
-  // Split-KV pays off for small batches (decodes); plan for max_num_seqs sequences at the most
-  // splits any context needs. Bigger batches get fewer splits (see PagedAttention).
-  const int splits = MaxSplits(shape.max_context_len);
-  if (splits == 1) return 0;
-  return static_cast<size_t>(shape.max_num_seqs) * shape.num_heads * splits *
-         SplitStateBytes(shape.head_dim);
+  // Split-KV pays off for small batches (decodes): the most split states any batch of up to
+  // max_num_seqs sequences is planned (PlanSplits) is what the workspace must hold.
+  if (shape.num_kv_heads <= 0 || shape.num_heads % shape.num_kv_heads != 0) return 0;
+  const int head_groups = shape.num_heads / HeadsPerBlock(shape.num_heads / shape.num_kv_heads);
+  int64_t states = 0;
+  for (int n = 1; n <= shape.max_num_seqs; ++n) {
+    const int splits = PlanSplits(n, head_groups, shape.max_context_len, num_sms_);
+    if (splits > 1) states = std::max<int64_t>(states, int64_t{n} * splits);
+  }
+  return static_cast<size_t>(states) * shape.num_heads * SplitStateBytes(shape.head_dim);
 }
 
 void CudaBackend::PagedAttention(const PagedAttentionParams& p) {
@@ -125,16 +155,14 @@ void CudaBackend::PagedAttention(const PagedAttentionParams& p) {
   a.heads_per_block = HeadsPerBlock(a.group);
   a.tile_tokens = kPrefillRows / a.heads_per_block;
 
-  // Splits: as many as the longest context allows, no more than needed to give every SM two
-  // blocks, and no more than the workspace holds for this many sequences.
-  const int64_t blocks_per_split =
-      static_cast<int64_t>(p.num_seqs) * (p.num_heads / a.heads_per_block);
-  const int64_t fill = CeilDiv(2 * static_cast<int64_t>(num_sms_), blocks_per_split);
+  // Splits: as PlanSplits says, and no more than the workspace holds for this many sequences.
+  const int head_groups = p.num_heads / a.heads_per_block;
   const int64_t fits =
       static_cast<int64_t>(p.workspace_bytes / (static_cast<size_t>(p.num_seqs) * p.num_heads *
                                                 SplitStateBytes(head_dim)));
-  a.num_splits = static_cast<int>(
-      std::max<int64_t>(1, std::min<int64_t>({MaxSplits(p.max_context_len), fill, fits})));
+  a.num_splits = static_cast<int>(std::max<int64_t>(
+      1,
+      std::min<int64_t>(PlanSplits(p.num_seqs, head_groups, p.max_context_len, num_sms_), fits)));
   if (a.num_splits > 1) {
     const int64_t states = static_cast<int64_t>(p.num_seqs) * p.num_heads * a.num_splits;
     a.split_acc = static_cast<float*>(p.workspace);  // [states, head_dim]

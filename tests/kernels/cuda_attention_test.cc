@@ -137,11 +137,14 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttentionTest,
 
 using CudaAttentionShapesTest = testing::CudaTest;
 
-// The other head sizes the dispatch instantiates, and groups that do not fill the prefill tile
-// (3: 21 tokens x 3 heads = 63 of 64 rows) or exceed a block's heads (16: two blocks per KV head).
+// The other head sizes the dispatch instantiates, groups that do not fill the prefill tile
+// (3: 21 tokens x 3 heads = 63 of 64 rows) or exceed a block's heads (16: two blocks per KV head),
+// and blocks of 8 keys, smaller than a decode step (16 keys for bf16 x 128 dims with 4 heads, 16
+// for f32 x 64 with 2), so a step spans blocks.
 TEST_F(CudaAttentionShapesTest, OtherHeadDimsAndUnevenGroupsMatchCpu) {
   for (const AttentionConfig& config :
        {AttentionConfig{80, 16, 4, DType::kBF16}, AttentionConfig{96, 16, 4, DType::kF16},
+        AttentionConfig{128, 8, 4, DType::kBF16}, AttentionConfig{64, 8, 2, DType::kF32},
         AttentionConfig{128, 16, 3, DType::kBF16}, AttentionConfig{64, 32, 16, DType::kF32}}) {
     SCOPED_TRACE(::testing::Message()
                  << "head_dim " << config.head_dim << " group " << config.group);

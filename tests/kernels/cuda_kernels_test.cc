@@ -181,10 +181,11 @@ TEST_F(CudaKernelsTest, UnsupportedWeightTypeIsAReportedError) {
   EXPECT_FALSE(gpu_->Synchronize());
 }
 
+// 16 tokens: past the GEMV, which needs no scratch, so through cuBLAS and the scratch.
 TEST_F(CudaKernelsTest, SixteenBitLinearWithoutReserveIsAReportedError) {
-  DeviceBuffer<float> d_x(std::vector<float>(64)), d_y(std::vector<float>(64));
+  DeviceBuffer<float> d_x(std::vector<float>(16 * 64)), d_y(std::vector<float>(16 * 64));
   DeviceBuffer<uint16_t> d_w(std::vector<uint16_t>(64 * 64));
-  gpu_->Linear({d_x.get(), d_w.get(), nullptr, d_y.get(), 1, 64, 64, DType::kBF16});
+  gpu_->Linear({d_x.get(), d_w.get(), nullptr, d_y.get(), 16, 64, 64, DType::kBF16});
   EXPECT_FALSE(gpu_->Synchronize());
 }
 
