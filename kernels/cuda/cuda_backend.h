@@ -19,9 +19,10 @@
 // KV cache: f32, bf16 or f16 (PagedKvView::dtype); written rounded, read widened, fp32 math.
 // REQUIRES for bf16 / f16 / f32 caches: cache.k and cache.v 16-byte aligned (vector loads).
 // Linear: f32 weights through cuBLAS SGEMM in fp32 (no TF32), so results track the CPU backend
-// closely; bf16 / f16 weights, up to 4 tokens, through our GEMV (every weight of one input in one
-// launch), more tokens through cublasGemmEx on tensor cores with fp32 accumulation and fp32
-// output, after rounding the activations to the weight type in the ReserveLinear()d scratch.
+// closely; bf16 / f16 weights, one token and up to 8192 rows, through our GEMV (every weight of
+// one input in one launch), otherwise through cublasGemmEx on tensor cores with fp32
+// accumulation and fp32 output, after rounding the activations to the weight type in the
+// ReserveLinear()d scratch.
 // Thread-safety: one thread at a time, as for Backend.
 #ifndef KVSERVE_KERNELS_CUDA_CUDA_BACKEND_H_
 #define KVSERVE_KERNELS_CUDA_CUDA_BACKEND_H_
@@ -119,9 +120,9 @@ class CudaBackend final : public Backend {
   void Fail(const std::string& message);
   // Points cuBLAS at `stream` and at our workspace (cublasSetStream resets the workspace).
   bool BindCublas(cudaStream_t stream);
-  // Up to 4 tokens, up to 3 weights of one 16-bit type (16-byte aligned, in_features a multiple
-  // of 8): y = x w^T (+ bias) for each, in one GemvKernel launch (linear.cu). False, having done
-  // nothing, for any other call.
+  // One token, up to 3 weights of one 16-bit type (16-byte aligned, in_features a multiple of
+  // 8, up to 8192 output rows together): y = x w^T (+ bias) for each, in one GemvKernel launch
+  // (linear.cu). False, having done nothing, for any other call.
   bool SmallBatchLinear(const LinearParams* p, int count);
   // dst = x rounded to dtype (bf16 or f16), n values (dispatch.cu). False for another dtype.
   bool NarrowActivations(const float* x, DType dtype, int64_t n, void* dst);

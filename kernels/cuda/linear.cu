@@ -1,8 +1,7 @@
 // CudaBackend::Linear and LinearSameInput: y = x w^T (+ bias).
-//  - 16-bit weights (bf16, f16), up to kGemvMaxTokens (4) tokens: GemvKernel, one launch for all
-//  the
-//    weights of one x (q, k, v; gate, up). Decode is here: each weight byte is read once, with
-//    16-byte loads, and the x values are rounded to the weight type in registers.
+//  - 16-bit weights (bf16, f16), one token, up to kGemvMaxRows output rows: GemvKernel, one
+//    launch for all the weights of one x (q, k, v). Decode is here: each weight byte is read
+//    once, with 16-byte loads, and the x values are rounded to the weight type in registers.
 //  - f32 weights: SGEMM in fp32 (default math mode: no TF32), close to the CPU backend.
 //  - 16-bit weights, more tokens: x is rounded to the weight type once per LinearSameInput into
 //    the ReserveLinear()d scratch, then cublasGemmEx on tensor cores with CUBLAS_COMPUTE_32F and
@@ -24,7 +23,13 @@ namespace kvserve::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kGemvMaxTokens = 4;
+// Where the GEMV beats cuBLAS on the H200 (bench/RESULTS.md, "CUDA decode on the H200"): one
+// token, up to 8192 output rows in a launch (q/k/v fused 6144, o_proj 4096: 0.49 of HBM against
+// cuBLAS' 0.38-0.56 with its separate rounding kernel per weight; down_proj level). cuBLAS wins at
+// 14336+ rows (0.74 against 0.60 for gate/up, 0.92 against 0.67 for lm_head) and at 2-4 tokens
+// (the kernel's kTokens 2 and 4 measured 0.33-0.53), so those take it.
+constexpr int kGemvMaxTokens = 1;
+constexpr int64_t kGemvMaxRows = 8192;
 constexpr int kGemvMaxWeights = 3;
 constexpr int kGemvWarps = 8;
 constexpr int kGemvRows = 4;  // output rows per block
@@ -44,12 +49,13 @@ struct GemvLaunch {
   int32_t first_block[kGemvMaxWeights + 1];
 };
 
-// y[m, row] for kGemvRows rows of one weight per block and up to kTokens tokens. A lane reads
-// 16-byte chunks of the rows, a warp 512 contiguous bytes of a row per load; the block's warps
-// take interleaved chunks of in_features, each with kUnroll chunks of every row in flight
-// before it computes (decode is bound by how many weight bytes are on their way). Each lane
-// keeps kGemvRows x kTokens partial sums, reduced over the warp, then over the warps in shared
-// memory in a fixed order. Weights are read with the streaming hint: each byte once.
+// y[m, row] for kGemvRows rows of one weight per block and up to kTokens tokens (launched with
+// 1; see kGemvMaxTokens). A lane reads 16-byte chunks of the rows, a warp 512 contiguous bytes
+// of a row per load; the block's warps take interleaved chunks of in_features, each with kUnroll
+// chunks of every row in flight before it computes (decode is bound by how many weight bytes
+// are on their way). Each lane keeps kGemvRows x kTokens partial sums, reduced over the warp,
+// then over the warps in shared memory in a fixed order. Weights are read with the streaming
+// hint: each byte once.
 template <typename T, int kTokens>
 __global__ void __launch_bounds__(kGemvWarps* kWarpSize) GemvKernel(GemvLaunch g) {
   constexpr int kUnroll = kTokens <= 2 ? 4 : 2;
@@ -155,17 +161,6 @@ void LaunchGemv(GemvLaunch& g, cudaStream_t stream) {
   if (blocks > 0) GemvKernel<T, kTokens><<<blocks, kGemvWarps * kWarpSize, 0, stream>>>(g);
 }
 
-template <typename T>
-void LaunchGemvForTokens(GemvLaunch& g, cudaStream_t stream) {
-  if (g.num_tokens <= 1) {
-    LaunchGemv<T, 1>(g, stream);
-  } else if (g.num_tokens <= 2) {
-    LaunchGemv<T, 2>(g, stream);
-  } else {
-    LaunchGemv<T, 4>(g, stream);
-  }
-}
-
 bool Aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 __global__ void AddBiasKernel(float* y /* [T, out] */, const float* bias /* [out] */,
@@ -188,17 +183,20 @@ bool CudaBackend::SmallBatchLinear(const LinearParams* p, int count) {
   g.num_tokens = first.num_tokens;
   g.in_features = first.in_features;
   g.count = count;
+  int64_t rows = 0;
   for (int i = 0; i < count; ++i) {
     if (p[i].w_dtype != first.w_dtype || p[i].w_packed || !Aligned16(p[i].w)) return false;
     g.w[i] = p[i].w;
     g.bias[i] = p[i].bias;
     g.y[i] = p[i].y;
     g.out_features[i] = p[i].out_features;
+    rows += p[i].out_features;
   }
+  if (rows > kGemvMaxRows) return false;
   if (first.w_dtype == DType::kBF16) {
-    LaunchGemvForTokens<__nv_bfloat16>(g, stream_);
+    LaunchGemv<__nv_bfloat16, 1>(g, stream_);
   } else {
-    LaunchGemvForTokens<__half>(g, stream_);
+    LaunchGemv<__half, 1>(g, stream_);
   }
   Check(cudaGetLastError(), "Linear (small batch)");
   return true;

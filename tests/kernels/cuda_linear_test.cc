@@ -1,7 +1,7 @@
 // CudaBackend::Linear against the CPU backend for every weight type it takes, on random inputs.
 //  - f32: cuBLAS SGEMM vs OpenBLAS / our kernels, both fp32: tolerance 1e-4 x (1 + |y|).
-//  - bf16, f16: the GPU rounds x to the weight type and sums in fp32, up to 4 tokens in our GEMV
-//    (every variant: 1, 2, 3 -> 4 tokens), beyond on tensor cores. The CPU is fed the
+//  - bf16, f16: the GPU rounds x to the weight type and sums in fp32, for one token in our GEMV
+//    (up to 8192 rows: the 3-weight case below), beyond on tensor cores. The CPU is fed the
 //    same rounded x and the same 16-bit weights, so every product is exact on both and only the
 //    summation differs (order, and the tensor cores' fp32 adder): tolerance 1e-3 x (1 + |y|)
 //    for |y| ~ sqrt(in) ~ 30. in_features not a multiple of 8 (100) takes cuBLAS at any size.
