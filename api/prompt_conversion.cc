@@ -4,8 +4,35 @@
 #include <utility>
 #include <vector>
 
+#include "nlohmann/json.hpp"
+
 namespace kvserve {
 namespace {
+
+// An assistant turn of tool calls alone has content none, as OpenAI's null.
+ChatMessage ChatMessageOf(const v1::ChatMessage& message) {
+  ChatMessage out{message.role(), message.content()};
+  if (message.content().empty() && message.tool_calls_size() > 0) out.content.reset();
+  for (const v1::ChatToolCall& call : message.tool_calls()) {
+    out.tool_calls.push_back(
+        {call.id(), call.name(), call.arguments().empty() ? "{}" : call.arguments()});
+  }
+  out.tool_call_id = message.tool_call_id();
+  out.name = message.name();
+  return out;
+}
+
+// The OpenAI tool object a template expects: {"type": "function", "function": {"name",
+// "description" (when given), "parameters" (when given)}}. REQUIRES: parameters is empty or an
+// object's JSON text (CheckChat).
+std::string ToolJson(const v1::ChatTool& tool) {
+  nlohmann::ordered_json function = {{"name", tool.name()}};
+  if (!tool.description().empty()) function["description"] = tool.description();
+  if (!tool.parameters().empty()) {
+    function["parameters"] = nlohmann::ordered_json::parse(tool.parameters(), nullptr, false);
+  }
+  return nlohmann::ordered_json({{"type", "function"}, {"function", function}}).dump();
+}
 
 // GenerateRequest and TokenizeRequest name their text and chat fields alike.
 template <typename Request>
@@ -16,8 +43,9 @@ PromptInput TextOrChatInputOf(const Request& request) {
     std::vector<ChatMessage>& messages = input.chat.emplace();
     messages.reserve(request.chat().messages_size());
     for (const v1::ChatMessage& message : request.chat().messages()) {
-      messages.push_back({message.role(), message.content()});
+      messages.push_back(ChatMessageOf(message));
     }
+    for (const v1::ChatTool& tool : request.chat().tools()) input.tools.push_back(ToolJson(tool));
   }
   if (request.has_add_special_tokens()) input.add_special_tokens = request.add_special_tokens();
   if (request.has_add_generation_prompt()) {

@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "kvcache/kv_budget.h"
+#include "nlohmann/json.hpp"
 
 namespace kvserve {
 namespace {
@@ -41,6 +44,31 @@ absl::Status CheckModel(absl::string_view model, const ServingLimits& limits) {
   return ValidateModelName(model, limits);
 }
 
+// Functions one chat may offer the model (OpenAI's own limit).
+constexpr int kMaxChatTools = 128;
+
+// A function name as OpenAI allows it: 1 to 64 characters of [A-Za-z0-9_-].
+absl::Status CheckFunctionName(absl::string_view path, absl::string_view name) {
+  if (name.empty() || name.size() > 64) {
+    return Invalid(path, absl::StrCat("must be 1 to 64 characters, got ", name.size()));
+  }
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') {
+      return Invalid(path, "only characters from [A-Za-z0-9_-] are allowed");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The JSON text of an object.
+absl::Status CheckJsonObject(absl::string_view path, absl::string_view text) {
+  const nlohmann::json parsed = nlohmann::json::parse(text.begin(), text.end(), nullptr,
+                                                      /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) return Invalid(path, "must be JSON text (it does not parse)");
+  if (!parsed.is_object()) return Invalid(path, "must be the JSON text of an object");
+  return absl::OkStatus();
+}
+
 absl::Status CheckChat(const v1::ChatConversation& chat, const ServingLimits& limits) {
   if (!limits.chat_supported) {
     return Invalid("chat", "the served model has no chat template; send prompt or token ids");
@@ -54,12 +82,43 @@ absl::Status CheckChat(const v1::ChatConversation& chat, const ServingLimits& li
     const v1::ChatMessage& message = chat.messages(i);
     const std::string path = absl::StrCat("chat.messages[", i, "]");
     const std::string& role = message.role();
-    if (role != "system" && role != "user" && role != "assistant") {
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
       return Invalid(Field(path, "role"),
-                     absl::StrCat("must be system, user or assistant, got '",
+                     absl::StrCat("must be system, user, assistant or tool, got '",
                                   IsValidUtf8(role) ? role : "<invalid UTF-8>", "'"));
     }
     KVSERVE_RETURN_IF_ERROR(CheckUtf8(Field(path, "content"), message.content()));
+    if (message.tool_calls_size() > 0 && role != "assistant") {
+      return Invalid(Field(path, "tool_calls"), "only assistant messages make tool calls");
+    }
+    for (int k = 0; k < message.tool_calls_size(); ++k) {
+      const v1::ChatToolCall& call = message.tool_calls(k);
+      const std::string call_path = absl::StrCat(path, ".tool_calls[", k, "]");
+      KVSERVE_RETURN_IF_ERROR(CheckUtf8(Field(call_path, "id"), call.id()));
+      KVSERVE_RETURN_IF_ERROR(CheckFunctionName(Field(call_path, "name"), call.name()));
+      if (!call.arguments().empty()) {
+        KVSERVE_RETURN_IF_ERROR(CheckJsonObject(Field(call_path, "arguments"), call.arguments()));
+      }
+    }
+    KVSERVE_RETURN_IF_ERROR(CheckUtf8(Field(path, "tool_call_id"), message.tool_call_id()));
+    KVSERVE_RETURN_IF_ERROR(CheckUtf8(Field(path, "name"), message.name()));
+  }
+  if (chat.tools_size() > kMaxChatTools) {
+    return Invalid("chat.tools",
+                   absl::StrCat("at most ", kMaxChatTools, " tools, got ", chat.tools_size()));
+  }
+  absl::flat_hash_set<std::string> names;
+  for (int i = 0; i < chat.tools_size(); ++i) {
+    const v1::ChatTool& tool = chat.tools(i);
+    const std::string path = absl::StrCat("chat.tools[", i, "]");
+    KVSERVE_RETURN_IF_ERROR(CheckFunctionName(Field(path, "name"), tool.name()));
+    if (!names.insert(tool.name()).second) {
+      return Invalid(Field(path, "name"), absl::StrCat("'", tool.name(), "' is given twice"));
+    }
+    KVSERVE_RETURN_IF_ERROR(CheckUtf8(Field(path, "description"), tool.description()));
+    if (!tool.parameters().empty()) {
+      KVSERVE_RETURN_IF_ERROR(CheckJsonObject(Field(path, "parameters"), tool.parameters()));
+    }
   }
   return absl::OkStatus();
 }

@@ -60,6 +60,9 @@ absl::StatusOr<OpenAiMappingOptions> OpenAiFrontEnd::MappingOptions(const CallCo
   mapping.served_model = info.name();
   mapping.aliases = options_.model_aliases;
   mapping.default_completion_max_tokens = options_.default_completion_max_tokens;
+  // A name this build does not know (a newer worker's): tool calls stay text.
+  mapping.tool_call_format =
+      ToolCallFormatFromName(info.tool_call_format()).value_or(ToolCallFormat::kNone);
   return mapping;
 }
 

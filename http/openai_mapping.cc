@@ -12,7 +12,8 @@ namespace kvserve {
 namespace {
 
 namespace v1 = ::kvserve::v1;
-using Json = nlohmann::json;
+// Ordered: tool schemas reach the chat template with their keys in the client's order.
+using Json = nlohmann::ordered_json;
 
 absl::Status Invalid(absl::string_view field, absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", message));
@@ -165,6 +166,132 @@ absl::StatusOr<std::vector<v1::GenerateRequest>> Prompts(const Fields& fields) {
   return requests;
 }
 
+// The "function" object of a tool or tool call `item` ({type: "function", function: {...}}),
+// whose type may be left out of a call (type_required false).
+absl::StatusOr<const Json*> FunctionOf(const Json& item, const std::string& path,
+                                       bool type_required) {
+  if (!item.is_object()) return WrongType(path, "an object", item);
+  const Fields fields(item);
+  std::optional<std::string> type;
+  if (!fields.String("type", &type).ok() ||
+      type.value_or(type_required ? "" : "function") != "function") {
+    return Invalid(absl::StrCat(path, ".type"), "only \"function\" is supported");
+  }
+  const Json* function = fields.Find("function");
+  if (function == nullptr || !function->is_object()) {
+    return Invalid(absl::StrCat(path, ".function"), "an object is required");
+  }
+  return function;
+}
+
+// A message's tool_calls ([{id, type: "function", function: {name, arguments}}]), tool_call_id
+// and name, when present. The rules on them (names, JSON arguments, roles) are CheckChat's.
+absl::Status ToolMessageFields(const Fields& fields, const std::string& path,
+                               v1::ChatMessage* out) {
+  std::optional<std::string> tool_call_id, name;
+  if (!fields.String("tool_call_id", &tool_call_id).ok()) {
+    return Invalid(absl::StrCat(path, ".tool_call_id"), "must be a string");
+  }
+  if (!fields.String("name", &name).ok()) {
+    return Invalid(absl::StrCat(path, ".name"), "must be a string");
+  }
+  out->set_tool_call_id(tool_call_id.value_or(""));
+  out->set_name(name.value_or(""));
+  const Json* calls = fields.Find("tool_calls");
+  if (calls == nullptr || calls->is_null()) return absl::OkStatus();
+  if (!calls->is_array()) {
+    return WrongType(absl::StrCat(path, ".tool_calls"), "a list", *calls);
+  }
+  for (size_t k = 0; k < calls->size(); ++k) {
+    const Json& call = (*calls)[k];
+    const std::string call_path = absl::StrCat(path, ".tool_calls[", k, "]");
+    KVSERVE_ASSIGN_OR_RETURN(const Json* function,
+                             FunctionOf(call, call_path, /*type_required=*/false));
+    const Fields call_fields(call);
+    v1::ChatToolCall* out_call = out->add_tool_calls();
+    std::optional<std::string> id, name, arguments;
+    if (!call_fields.String("id", &id).ok()) {
+      return Invalid(absl::StrCat(call_path, ".id"), "must be a string");
+    }
+    Fields function_fields(*function);
+    if (!function_fields.String("name", &name).ok() || !name) {
+      return Invalid(absl::StrCat(call_path, ".function.name"), "a string is required");
+    }
+    // OpenAI sends arguments as JSON text; an object is taken as well.
+    if (const Json* args = function_fields.Find("arguments");
+        args != nullptr && args->is_object()) {
+      arguments = args->dump();
+    } else if (!function_fields.String("arguments", &arguments).ok()) {
+      return Invalid(absl::StrCat(call_path, ".function.arguments"),
+                     "must be a string of JSON (or an object)");
+    }
+    out_call->set_id(id.value_or(""));
+    out_call->set_name(*name);
+    out_call->set_arguments(arguments.value_or(""));
+  }
+  return absl::OkStatus();
+}
+
+// tools: [{type: "function", function: {name, description, parameters}}] into the chat.
+absl::Status Tools(const Fields& fields, v1::ChatConversation* chat) {
+  const Json* tools = fields.Find("tools");
+  if (tools == nullptr) return absl::OkStatus();
+  if (!tools->is_array()) return WrongType("tools", "a list", *tools);
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const std::string path = absl::StrCat("tools[", i, "]");
+    KVSERVE_ASSIGN_OR_RETURN(const Json* function,
+                             FunctionOf((*tools)[i], path, /*type_required=*/true));
+    Fields function_fields(*function);
+    std::optional<std::string> name, description;
+    if (!function_fields.String("name", &name).ok() || !name) {
+      return Invalid(absl::StrCat(path, ".function.name"), "a string is required");
+    }
+    if (!function_fields.String("description", &description).ok()) {
+      return Invalid(absl::StrCat(path, ".function.description"), "must be a string");
+    }
+    v1::ChatTool* out = chat->add_tools();
+    out->set_name(*name);
+    out->set_description(description.value_or(""));
+    if (const Json* parameters = function_fields.Find("parameters"); parameters != nullptr) {
+      if (!parameters->is_object()) {
+        return WrongType(absl::StrCat(path, ".function.parameters"), "an object", *parameters);
+      }
+      out->set_parameters(parameters->dump());
+    }
+  }
+  return absl::OkStatus();
+}
+
+// tool_choice and parallel_tool_calls. "auto" (the default with tools) parses the output for
+// the model's tool calls; "none" renders the tools but returns text. "required" and a named
+// function need the output constrained to a call, which the engine does not do yet.
+absl::Status ToolChoice(const Fields& fields, bool has_tools, OpenAiRequest* out) {
+  std::optional<bool> parallel;
+  KVSERVE_RETURN_IF_ERROR(fields.Bool("parallel_tool_calls", &parallel));
+  out->parallel_tool_calls = parallel.value_or(true);
+  const Json* choice = fields.Find("tool_choice");
+  std::string mode = has_tools ? "auto" : "none";
+  if (choice != nullptr) {
+    if (!choice->is_string()) {
+      return Invalid("tool_choice",
+                     "a named function is not supported yet (it needs constrained decoding); "
+                     "use \"auto\" or \"none\"");
+    }
+    mode = choice->get<std::string>();
+  }
+  if (mode == "required") {
+    return Invalid("tool_choice",
+                   "\"required\" is not supported yet (it needs constrained decoding); use "
+                   "\"auto\" or \"none\"");
+  }
+  if (mode != "auto" && mode != "none") {
+    return Invalid("tool_choice", absl::StrCat("must be \"auto\" or \"none\", got \"", mode, "\""));
+  }
+  if (mode == "auto" && !has_tools) return Invalid("tool_choice", "\"auto\" needs tools");
+  out->parse_tool_calls = mode == "auto";
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::ChatConversation> Messages(const Json* messages) {
   if (messages == nullptr) return Invalid("messages", "is required");
   if (!messages->is_array()) return WrongType("messages", "a list", *messages);
@@ -181,8 +308,9 @@ absl::StatusOr<v1::ChatConversation> Messages(const Json* messages) {
     if (!role.has_value()) return Invalid(absl::StrCat(path, ".role"), "is required");
     v1::ChatMessage* out = chat.add_messages();
     out->set_role(*role);
+    KVSERVE_RETURN_IF_ERROR(ToolMessageFields(fields, path, out));
     const Json* content = fields.Find("content");
-    if (content == nullptr) continue;  // e.g. an assistant turn with no text
+    if (content == nullptr) continue;  // absent or null: e.g. an assistant turn of tool calls
     if (content->is_string()) {
       out->set_content(content->get<std::string>());
       continue;
@@ -224,10 +352,9 @@ absl::Status Unsupported(const Fields& fields, int32_t n) {
   if (const Json* bias = fields.Find("logit_bias"); bias != nullptr && !bias->empty()) {
     return Invalid("logit_bias", "is not supported");
   }
-  for (const char* name : {"tools", "functions"}) {
-    if (const Json* tools = fields.Find(name); tools != nullptr && !tools->empty()) {
-      return Invalid(name, "is not supported");
-    }
+  if (const Json* functions = fields.Find("functions");
+      functions != nullptr && !functions->empty()) {
+    return Invalid("functions", "is not supported (use tools)");
   }
   if (const Json* format = fields.Find("response_format"); format != nullptr) {
     auto type = format->is_object() ? format->find("type") : format->end();
@@ -425,6 +552,9 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, absl::
     requests = std::move(prompts);
   } else {
     KVSERVE_ASSIGN_OR_RETURN(v1::ChatConversation chat, Messages(fields.Find("messages")));
+    KVSERVE_RETURN_IF_ERROR(Tools(fields, &chat));
+    KVSERVE_RETURN_IF_ERROR(ToolChoice(fields, chat.tools_size() > 0, &out));
+    out.tool_call_format = options.tool_call_format;
     *requests.emplace_back().mutable_chat() = std::move(chat);
   }
 
@@ -476,6 +606,7 @@ absl::StatusOr<v1::TokenizeRequest> ParseTokenizeRequest(absl::string_view body,
   KVSERVE_ASSIGN_OR_RETURN(*request.mutable_model(), ResolvedModel(fields, options));
   if (fields.Find("messages") != nullptr) {
     KVSERVE_ASSIGN_OR_RETURN(v1::ChatConversation chat, Messages(fields.Find("messages")));
+    KVSERVE_RETURN_IF_ERROR(Tools(fields, &chat));  // as vLLM's /tokenize takes them
     *request.mutable_chat() = std::move(chat);
   } else {
     std::optional<std::string> prompt;

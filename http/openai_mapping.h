@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "kvserve/v1/generation.pb.h"
+#include "tokenizer/tool_call_parser.h"
 
 namespace kvserve {
 
@@ -44,12 +45,19 @@ struct OpenAiRequest {
   bool include_usage = false;  // stream_options.include_usage
   bool logprobs = false;       // return logprobs
   int32_t top_logprobs = 0;    // alternatives per position
+  // Chat with tools and tool_choice "auto": the output is parsed for tool calls in
+  // tool_call_format (message.tool_calls, finish_reason "tool_calls"); at most one call unless
+  // parallel_tool_calls.
+  bool parse_tool_calls = false;
+  bool parallel_tool_calls = true;
+  ToolCallFormat tool_call_format = ToolCallFormat::kNone;
 };
 
 struct OpenAiMappingOptions {
   std::string served_model;          // the canonical name (ModelInfo.name)
   std::vector<std::string> aliases;  // other names accepted for it
   int32_t default_completion_max_tokens = 16;
+  ToolCallFormat tool_call_format = ToolCallFormat::kNone;  // ModelInfo.tool_call_format
 };
 
 // The name put in GenerateRequest.model: the served model for an alias, `model` otherwise.

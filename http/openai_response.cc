@@ -56,6 +56,46 @@ Json StopReason(const v1::ChoiceDelta& delta) {
   return Json();
 }
 
+bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// How much of `text` (a chat output so far) may go out as content while a tool call in
+// `format` may still begin: up to its marker, or up to a tail that could be the marker's start
+// (Llama 3 JSON: nothing while the output may be a call), without trailing white space.
+size_t SafeContentEnd(ToolCallFormat format, std::string_view text) {
+  auto before_marker = [text](std::string_view marker) {
+    const size_t at = text.find(marker);
+    if (at != std::string_view::npos) return at;
+    for (size_t k = std::min(marker.size() - 1, text.size()); k > 0; --k) {
+      if (text.substr(text.size() - k) == marker.substr(0, k)) return text.size() - k;
+    }
+    return text.size();
+  };
+  size_t end = text.size();
+  switch (format) {
+    case ToolCallFormat::kHermes:
+      end = before_marker("<tool_call>");
+      break;
+    case ToolCallFormat::kMistral:
+      end = before_marker("[TOOL_CALLS]");
+      break;
+    case ToolCallFormat::kLlama3Json: {
+      constexpr std::string_view kPythonTag = "<|python_tag|>";
+      const size_t first = text.find_first_not_of(" \t\r\n");
+      const std::string_view rest = first == std::string_view::npos ? "" : text.substr(first);
+      const size_t common = std::min(rest.size(), kPythonTag.size());
+      if (rest.empty() || rest.front() == '{' ||
+          rest.substr(0, common) == kPythonTag.substr(0, common)) {
+        end = 0;
+      }
+      break;
+    }
+    case ToolCallFormat::kNone:
+      break;
+  }
+  while (end > 0 && IsSpace(text[end - 1])) --end;
+  return end;
+}
+
 }  // namespace
 
 std::string DumpJson(const Json& value) {
@@ -151,6 +191,19 @@ Json OpenAiResponseBuilder::Envelope(bool chunk) const {
   return body;
 }
 
+std::vector<Json> OpenAiResponseBuilder::ToolCalls(int index, const ParsedToolCalls& parsed) const {
+  std::vector<Json> calls;
+  const uint64_t seed = std::hash<std::string>()(id_) ^ (static_cast<uint64_t>(index) << 32);
+  for (size_t k = 0; k < parsed.calls.size(); ++k) {
+    if (k > 0 && !request_.parallel_tool_calls) break;
+    const ChatToolCall& call = parsed.calls[k];
+    calls.push_back({{"id", MakeToolCallId(request_.tool_call_format, seed, static_cast<int>(k))},
+                     {"type", "function"},
+                     {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+  }
+  return calls;
+}
+
 std::string OpenAiResponseBuilder::Body() const {
   Json body = Envelope(/*chunk=*/false);
   Json choices = Json::array();
@@ -158,13 +211,22 @@ std::string OpenAiResponseBuilder::Body() const {
     const Choice& choice = choices_[i];
     Json out;
     out["index"] = i;
+    Json finish_reason = choice.finish_reason;
     if (chat()) {
       out["message"] = {{"role", "assistant"}, {"content", choice.text}};
+      if (request_.parse_tool_calls) {
+        const ParsedToolCalls parsed = ParseToolCalls(request_.tool_call_format, choice.text);
+        if (!parsed.calls.empty()) {
+          out["message"]["content"] = parsed.content.empty() ? Json() : Json(parsed.content);
+          out["message"]["tool_calls"] = ToolCalls(static_cast<int>(i), parsed);
+          if (finish_reason == "stop") finish_reason = "tool_calls";
+        }
+      }
     } else {
       out["text"] = choice.text;
     }
     out["logprobs"] = choice.logprobs;
-    out["finish_reason"] = choice.finish_reason;
+    out["finish_reason"] = finish_reason;
     out["stop_reason"] = choice.stop_reason;
     choices.push_back(std::move(out));
   }
@@ -179,6 +241,14 @@ std::vector<std::string> OpenAiResponseBuilder::Chunks(int prompt_index,
   for (const v1::ChoiceDelta& delta : response.choices()) {
     const int index = prompt_index * request_.n + delta.index();
     Choice& choice = ChoiceAt(index);
+    if (chat() && request_.parse_tool_calls) {
+      Json logprobs;
+      AppendLogprobs(delta, &choice, &logprobs);
+      for (std::string& chunk : ToolAwareChunks(index, delta, std::move(logprobs))) {
+        chunks.push_back(std::move(chunk));
+      }
+      continue;
+    }
     Json out;
     out["index"] = index;
     if (chat()) {
@@ -205,6 +275,66 @@ std::vector<std::string> OpenAiResponseBuilder::Chunks(int prompt_index,
     chunks.push_back(DumpJson(chunk));
   }
   AddUsage(response);
+  return chunks;
+}
+
+std::vector<std::string> OpenAiResponseBuilder::ToolAwareChunks(int index,
+                                                                const v1::ChoiceDelta& delta,
+                                                                Json logprobs) {
+  Choice& choice = ChoiceAt(index);
+  choice.text += delta.text();
+  const bool finished = delta.finish_reason() != v1::FINISH_REASON_UNSPECIFIED;
+  std::vector<Json> calls;
+  size_t content_end = SafeContentEnd(request_.tool_call_format, choice.text);
+  if (finished) {
+    const ParsedToolCalls parsed = ParseToolCalls(request_.tool_call_format, choice.text);
+    if (parsed.calls.empty()) {
+      content_end = choice.text.size();  // no call after all: what was held back is content
+    } else {
+      calls = ToolCalls(index, parsed);
+    }
+  }
+  std::string content;
+  if (content_end > choice.content_sent) {
+    content = choice.text.substr(choice.content_sent, content_end - choice.content_sent);
+    choice.content_sent = content_end;
+  }
+  Json finish_reason = FinishReason(delta);
+  if (!calls.empty() && finish_reason == "stop") finish_reason = "tool_calls";
+
+  std::vector<std::string> chunks;
+  auto add = [&](Json message, Json reason) {
+    if (!choice.role_sent) {
+      message["role"] = "assistant";
+      choice.role_sent = true;
+    }
+    Json out;
+    out["index"] = index;
+    out["delta"] = std::move(message);
+    out["logprobs"] = std::move(logprobs);  // with the first chunk of this delta only
+    logprobs = Json();
+    out["finish_reason"] = reason;
+    if (!reason.is_null()) out["stop_reason"] = StopReason(delta);
+    Json chunk = Envelope(/*chunk=*/true);
+    chunk["choices"] = Json::array({std::move(out)});
+    if (request_.include_usage) chunk["usage"] = Json();
+    chunks.push_back(DumpJson(chunk));
+  };
+  if (calls.empty()) {
+    add({{"content", content}}, finish_reason);
+    return chunks;
+  }
+  if (!content.empty() || !choice.role_sent) add({{"content", content}}, Json());
+  for (size_t k = 0; k < calls.size(); ++k) {
+    Json head = calls[k];
+    head["index"] = k;
+    const std::string arguments = head["function"]["arguments"].get<std::string>();
+    head["function"]["arguments"] = "";
+    add({{"tool_calls", Json::array({head})}}, Json());
+    add({{"tool_calls", Json::array({{{"index", k}, {"function", {{"arguments", arguments}}}}})}},
+        Json());
+  }
+  add(Json::object(), finish_reason);
   return chunks;
 }
 

@@ -9,6 +9,12 @@
 //
 // finish_reason: STOP and STOP_STRING -> "stop", LENGTH -> "length", ABORT -> "abort";
 // stop_reason (as vLLM) carries the matched stop string or stop token id.
+// Tool calls (chat, OpenAiRequest.parse_tool_calls): the finished text is parsed in the model's
+// format (tokenizer/tool_call_parser.h); calls become message.tool_calls (content: the text
+// besides them, or null) and a "stop" finish becomes "tool_calls". Streaming sends content as
+// it comes except what may begin a call (from the format's marker on, and trailing white
+// space), then at the end each call as OpenAI's deltas: {index, id, type, function: {name,
+// arguments: ""}}, then {index, function: {arguments}}, then the finish_reason chunk.
 // Logprobs: completions use {tokens, token_logprobs, top_logprobs, text_offset}; chat uses
 // {content: [{token, logprob, bytes, top_logprobs}]}. A token that is not valid UTF-8 on its own
 // (part of a character) is written "bytes:\xNN..." in token strings; -inf is written -9999.0.
@@ -51,6 +57,7 @@ class OpenAiResponseBuilder {
     nlohmann::json stop_reason;
     bool role_sent = false;
     int64_t text_offset = 0;  // completions logprobs: bytes of the tokens so far
+    size_t content_sent = 0;  // streaming with tool-call parsing: bytes of text sent as content
   };
 
   bool chat() const { return request_.endpoint == OpenAiEndpoint::kChatCompletions; }
@@ -61,6 +68,12 @@ class OpenAiResponseBuilder {
   void AddUsage(const kvserve::v1::GenerateResponse& response);
   nlohmann::json UsageJson() const;
   nlohmann::json Envelope(bool chunk) const;
+  // The calls of choice `index` parsed from its text, OpenAI-shaped (ids from the response id),
+  // at most one unless parallel_tool_calls.
+  std::vector<nlohmann::json> ToolCalls(int index, const ParsedToolCalls& parsed) const;
+  // Streaming chat with tool-call parsing: the chunks for one delta of choice `index`.
+  std::vector<std::string> ToolAwareChunks(int index, const kvserve::v1::ChoiceDelta& delta,
+                                           nlohmann::json logprobs);
 
   const OpenAiRequest& request_;
   const std::string id_;

@@ -6,16 +6,14 @@
 
 namespace kvserve {
 
-absl::StatusOr<RenderedPrompt> RenderPrompt(const Tokenizer& tokenizer,
-                                            const ChatTemplate* chat_template,
-                                            const std::string* text,
-                                            const std::vector<ChatMessage>* chat,
-                                            std::optional<bool> add_special_tokens,
-                                            std::optional<bool> add_generation_prompt) {
+absl::StatusOr<RenderedPrompt> RenderPrompt(
+    const Tokenizer& tokenizer, const ChatTemplate* chat_template, const std::string* text,
+    const std::vector<ChatMessage>* chat, std::optional<bool> add_special_tokens,
+    std::optional<bool> add_generation_prompt, absl::Span<const std::string> tools) {
   RenderedPrompt rendered;
   if (chat != nullptr) {
     absl::StatusOr<std::string> chat_text =
-        chat_template->Render(*chat, add_generation_prompt.value_or(true));
+        chat_template->Render(*chat, add_generation_prompt.value_or(true), tools);
     if (!chat_text.ok()) {
       return absl::Status(chat_text.status().code(),
                           absl::StrCat("chat: ", chat_text.status().message()));

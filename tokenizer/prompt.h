@@ -30,13 +30,12 @@ struct RenderedPrompt {
 };
 
 // Text input: `text` non-null and `chat` null; chat input: `chat` non-null (with its template
-// in `chat_template`). REQUIRES: exactly one of text / chat; chat_template non-null with chat.
-absl::StatusOr<RenderedPrompt> RenderPrompt(const Tokenizer& tokenizer,
-                                            const ChatTemplate* chat_template,
-                                            const std::string* text,
-                                            const std::vector<ChatMessage>* chat,
-                                            std::optional<bool> add_special_tokens,
-                                            std::optional<bool> add_generation_prompt);
+// in `chat_template`, shown `tools`: ChatTemplate::Render's). REQUIRES: exactly one of text /
+// chat; chat_template non-null with chat.
+absl::StatusOr<RenderedPrompt> RenderPrompt(
+    const Tokenizer& tokenizer, const ChatTemplate* chat_template, const std::string* text,
+    const std::vector<ChatMessage>* chat, std::optional<bool> add_special_tokens,
+    std::optional<bool> add_generation_prompt, absl::Span<const std::string> tools = {});
 
 }  // namespace kvserve
 

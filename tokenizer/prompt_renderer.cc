@@ -62,7 +62,7 @@ absl::StatusOr<RenderedPrompt> PromptRenderer::RenderTextOrChat(const PromptInpu
   }
   return RenderPrompt(*tokenizer_, chat_template(), input.text.has_value() ? &*input.text : nullptr,
                       input.chat.has_value() ? &*input.chat : nullptr, input.add_special_tokens,
-                      input.add_generation_prompt);
+                      input.add_generation_prompt, input.tools);
 }
 
 absl::StatusOr<std::vector<int32_t>> PromptRenderer::Render(PromptInput input) const {

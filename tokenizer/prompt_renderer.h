@@ -30,6 +30,7 @@ namespace kvserve {
 struct PromptInput {
   std::optional<std::string> text;
   std::optional<std::vector<ChatMessage>> chat;
+  std::vector<std::string> tools;  // chat only: ChatTemplate::Render's tools (JSON texts)
   std::optional<std::vector<int32_t>> token_ids;  // used as given
   std::optional<bool> add_special_tokens;         // unset: on for text, off for chat
   std::optional<bool> add_generation_prompt;      // chat only; unset: on

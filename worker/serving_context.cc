@@ -7,6 +7,7 @@
 #include "api/prompt_conversion.h"
 #include "api/serving_fingerprint.h"
 #include "base/status_macros.h"
+#include "tokenizer/tool_call_parser.h"
 #include "worker/proto_conversion.h"
 
 namespace kvserve {
@@ -52,7 +53,11 @@ ServingContext::ServingContext(Engine* engine, const Tokenizer* tokenizer,
     model_info_.set_bos_token_id(tokenizer->bos_id());
   }
   // Every template is Jinja now (tokenizer/chat_template.h); empty still means no chat.
-  if (renderer_.chat_template() != nullptr) model_info_.set_chat_template_format("jinja");
+  if (renderer_.chat_template() != nullptr) {
+    model_info_.set_chat_template_format("jinja");
+    model_info_.set_tool_call_format(
+        std::string(ToolCallFormatName(DetectToolCallFormat(tokenizer->chat_template()))));
+  }
   *model_info_.mutable_limits() = ToProtoLimits(limits_);
   model_info_.set_tensor_parallel_size(tensor_parallel_size);
   *model_info_.mutable_fingerprint() = ServingFingerprintOf(tokenizer, options.block_size);

@@ -112,6 +112,63 @@ TEST_F(RouterPromptTest, RequestOptionsReachTheRenderer) {
   EXPECT_FALSE(unset.add_generation_prompt.has_value());
 }
 
+// Tools, an assistant's tool calls (content none) and a tool result reach the template: with
+// Qwen 2.5's template (--chat_template) they render as its <tools>, <tool_call> and
+// <tool_response> sections.
+TEST_F(RouterPromptTest, ToolsToolCallsAndToolResultsReachTheTemplate) {
+  v1::TokenizeRequest request;
+  v1::ChatConversation* chat = request.mutable_chat();
+  v1::ChatMessage* user = chat->add_messages();
+  user->set_role("user");
+  user->set_content("Weather in Paris?");
+  v1::ChatMessage* assistant = chat->add_messages();
+  assistant->set_role("assistant");
+  v1::ChatToolCall* call = assistant->add_tool_calls();
+  call->set_id("call_1");
+  call->set_name("get_weather");
+  call->set_arguments(R"({"city": "Paris"})");
+  v1::ChatMessage* result = chat->add_messages();
+  result->set_role("tool");
+  result->set_tool_call_id("call_1");
+  result->set_content("18 C, cloudy");
+  v1::ChatTool* tool = chat->add_tools();
+  tool->set_name("get_weather");
+  tool->set_description("Current weather of a city");
+  tool->set_parameters(R"({"type": "object", "properties": {"city": {"type": "string"}}})");
+
+  const PromptInput input = PromptInputOf(request);
+  ASSERT_TRUE(input.chat.has_value());
+  ASSERT_EQ(input.chat->size(), 3u);
+  EXPECT_FALSE((*input.chat)[1].content.has_value());  // OpenAI's null
+  ASSERT_EQ((*input.chat)[1].tool_calls.size(), 1u);
+  EXPECT_EQ((*input.chat)[1].tool_calls[0].name, "get_weather");
+  EXPECT_EQ((*input.chat)[2].tool_call_id, "call_1");
+  ASSERT_EQ(input.tools.size(), 1u);
+  EXPECT_EQ(input.tools[0],
+            R"({"type":"function","function":{"name":"get_weather","description":"Current )"
+            R"(weather of a city","parameters":{"type":"object","properties":{"city":{"type":)"
+            R"("string"}}}}})");
+
+  absl::StatusOr<std::unique_ptr<PromptRenderer>> qwen = PromptRenderer::Load(
+      DefaultModelPath(),
+      std::string(KVSERVE_SOURCE_DIR) +
+          "/tests/tokenizer/testdata/chat_templates/Qwen-Qwen2.5-7B-Instruct.jinja");
+  KVSERVE_ASSERT_OK(qwen);
+  absl::StatusOr<TokenizedPrompt> tokenized = (*qwen)->Tokenize(input, false);
+  KVSERVE_ASSERT_OK(tokenized);
+  const std::string& prompt = tokenized->rendered_prompt;
+  EXPECT_NE(
+      prompt.find("<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\""),
+      std::string::npos)
+      << prompt;
+  EXPECT_NE(
+      prompt.find("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}"),
+      std::string::npos)
+      << prompt;
+  EXPECT_NE(prompt.find("<tool_response>\n18 C, cloudy\n</tool_response>"), std::string::npos)
+      << prompt;
+}
+
 TEST_F(RouterPromptTest, MissingInputIsRefusedNamingTheField) {
   // Everything else about a bad request (ids outside the vocabulary, empty chat, bad roles) is
   // refused before rendering by api/request_validation.h, exactly as on a worker

@@ -3,9 +3,12 @@
 #include "api/request_validation.h"
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "api/raw_message.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -88,6 +91,86 @@ TEST(ValidateGenerateRequest, RefusesBadChatRoleAndChatWithoutTemplate) {
   limits.chat_supported = false;
   chat.mutable_chat()->mutable_messages(1)->set_role("assistant");
   ExpectError(ValidateGenerateRequest(chat, limits), absl::StatusCode::kInvalidArgument, "chat");
+}
+
+TEST(ValidateGenerateRequest, AcceptsToolsToolCallsAndToolResults) {
+  const ServingLimits limits = TestLimits();
+  v1::GenerateRequest request;
+  v1::ChatConversation* chat = request.mutable_chat();
+  chat->add_messages()->set_role("user");
+  v1::ChatMessage* assistant = chat->add_messages();
+  assistant->set_role("assistant");
+  v1::ChatToolCall* call = assistant->add_tool_calls();
+  call->set_id("call_1");
+  call->set_name("get_weather");
+  call->set_arguments(R"({"city": "Paris"})");
+  assistant->add_tool_calls()->set_name("no-arguments_2");
+  v1::ChatMessage* result = chat->add_messages();
+  result->set_role("tool");
+  result->set_tool_call_id("call_1");
+  result->set_content("18 C");
+  v1::ChatTool* tool = chat->add_tools();
+  tool->set_name("get_weather");
+  tool->set_parameters(R"({"type": "object"})");
+  chat->add_tools()->set_name("no_parameters");
+  KVSERVE_EXPECT_OK(ValidateGenerateRequest(request, limits));
+}
+
+TEST(ValidateGenerateRequest, RefusesBadToolsAndToolCallsNamingTheField) {
+  const ServingLimits limits = TestLimits();
+  struct Case {
+    std::function<void(v1::ChatConversation*)> spoil;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {[](v1::ChatConversation* c) { c->mutable_messages(0)->add_tool_calls()->set_name("f"); },
+       "chat.messages[0].tool_calls: only assistant messages make tool calls"},
+      {[](v1::ChatConversation* c) { c->mutable_messages(1)->add_tool_calls()->set_name("a b"); },
+       "chat.messages[1].tool_calls[0].name: only characters from [A-Za-z0-9_-]"},
+      {[](v1::ChatConversation* c) { c->mutable_messages(1)->add_tool_calls(); },
+       "chat.messages[1].tool_calls[0].name: must be 1 to 64 characters, got 0"},
+      {[](v1::ChatConversation* c) {
+         v1::ChatToolCall* call = c->mutable_messages(1)->add_tool_calls();
+         call->set_name("f");
+         call->set_arguments("{\"city\": ");
+       },
+       "chat.messages[1].tool_calls[0].arguments: must be JSON text (it does not parse)"},
+      {[](v1::ChatConversation* c) {
+         v1::ChatToolCall* call = c->mutable_messages(1)->add_tool_calls();
+         call->set_name("f");
+         call->set_arguments("[1, 2]");
+       },
+       "chat.messages[1].tool_calls[0].arguments: must be the JSON text of an object"},
+      {[](v1::ChatConversation* c) { c->add_tools()->set_name(std::string(65, 'x')); },
+       "chat.tools[0].name: must be 1 to 64 characters, got 65"},
+      {[](v1::ChatConversation* c) {
+         c->add_tools()->set_name("f");
+         c->add_tools()->set_name("f");
+       },
+       "chat.tools[1].name: 'f' is given twice"},
+      {[](v1::ChatConversation* c) {
+         v1::ChatTool* tool = c->add_tools();
+         tool->set_name("f");
+         tool->set_parameters("\"object\"");
+       },
+       "chat.tools[0].parameters: must be the JSON text of an object"},
+      {[](v1::ChatConversation* c) {
+         for (int i = 0; i < 129; ++i) c->add_tools()->set_name(absl::StrCat("f", i));
+       },
+       "chat.tools: at most 128 tools, got 129"},
+      {[](v1::ChatConversation* c) { c->mutable_messages(0)->set_role("function"); },
+       "chat.messages[0].role: must be system, user, assistant or tool, got 'function'"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.field);
+    v1::GenerateRequest request;
+    request.mutable_chat()->add_messages()->set_role("user");
+    request.mutable_chat()->add_messages()->set_role("assistant");
+    c.spoil(request.mutable_chat());
+    const absl::Status status = ValidateGenerateRequest(request, limits);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(status.message().substr(0, c.field.size()), c.field) << status.message();
+  }
 }
 
 TEST(ValidateGenerateRequest, RefusesInvalidUtf8InEveryTextField) {

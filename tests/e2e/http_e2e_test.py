@@ -346,6 +346,81 @@ class BadHttpTest(unittest.TestCase):
                 self.assertTrue(answer.startswith(b"HTTP/1.1 200"), answer)
 
 
+QWEN_TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tokenizer",
+                             "testdata", "chat_templates", "Qwen-Qwen2.5-7B-Instruct.jinja")
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather of a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}
+
+
+class ToolsTest(unittest.TestCase):
+    """Tools through the official client, on a server whose chat template (Qwen 2.5's, through
+    --chat_template) renders them. The tiny model rarely writes a call, so these show that tools,
+    tool calls and tool results reach the template and come back as a valid response; the parsing
+    of calls is tested in tests/http/openai_mapping_test.cc."""
+
+    @classmethod
+    def setUpClass(cls):
+        template = [f"--chat_template={QWEN_TEMPLATE}"]
+        if VIA_ROUTER:
+            worker = kvserve_e2e.Worker(OPTIONS["worker"], [
+                "--kv_memory_bytes=33554432", "--max_num_seqs=4", "--max_num_batched_tokens=256",
+                "--num_threads=2", *template] + MODEL_ARGS).start()
+            cls.server = start_router([worker], template)
+        else:
+            cls.server = kvserve_e2e.Worker(OPTIONS["worker"], [
+                "--kv_memory_bytes=33554432", "--max_num_seqs=4", "--max_num_batched_tokens=256",
+                "--num_threads=2", "--http_port=0", f"--http_api_key={KEY}", ALIASES,
+                *template] + MODEL_ARGS).start()
+
+    def test_tools_and_tool_results_are_rendered_and_answered(self):
+        messages = [
+            {"role": "user", "content": "What is the weather in Paris?"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_1", "type": "function",
+                 "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "18 C and cloudy"}]
+        status, tokenized = http("POST", "/tokenize", {"messages": messages,
+                                                        "tools": [WEATHER_TOOL]},
+                                 worker=self.server)
+        self.assertEqual(status, 200, tokenized)
+        status, text = http("POST", "/detokenize", {"tokens": tokenized["tokens"]},
+                            worker=self.server)
+        self.assertEqual(status, 200)
+        prompt = text["prompt"]
+        self.assertIn('<tools>\n{"type": "function", "function": {"name": "get_weather"', prompt)
+        self.assertIn('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}',
+                      prompt)
+        self.assertIn("<tool_response>\n18 C and cloudy\n</tool_response>", prompt)
+
+        for stream in (False, True):
+            response = client(self.server).chat.completions.create(
+                model="smol", messages=messages, tools=[WEATHER_TOOL], tool_choice="auto",
+                max_tokens=24, temperature=0, stream=stream)
+            if stream:
+                finish = [c.choices[0].finish_reason for c in response if c.choices]
+                self.assertIn(finish[-1], ("stop", "length", "tool_calls"))
+            else:
+                self.assertIn(response.choices[0].finish_reason, ("stop", "length", "tool_calls"))
+                message = response.choices[0].message
+                self.assertTrue(message.content or message.tool_calls)
+
+    def test_bad_tools_are_400_naming_the_field(self):
+        cases = [
+            ({"tools": [WEATHER_TOOL], "tool_choice": "required"}, "tool_choice"),
+            ({"tools": [{"type": "function", "function": {"name": "bad name"}}]},
+             "chat.tools[0].name"),
+            ({"tools": [WEATHER_TOOL, WEATHER_TOOL]}, "chat.tools[1].name"),
+        ]
+        for extra, field in cases:
+            with self.assertRaises(openai.BadRequestError) as bad:
+                client(self.server).chat.completions.create(
+                    model="smol", messages=[{"role": "user", "content": "hi"}], max_tokens=4,
+                    **extra)
+            self.assertIn(field, str(bad.exception))
+
+
 class QueueAndDrainTest(unittest.TestCase):
     """429 when the queue is full, then drain: 503. On a worker: one running sequence and one
     waiting slot. Through a router: a worker whose small pool (8 MiB) fits one request at a time

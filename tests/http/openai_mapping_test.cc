@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "http/openai_response.h"
 #include "tests/status_matchers.h"
 
@@ -220,7 +221,26 @@ TEST(OpenAiMappingTest, ChatSpecificErrorsNameTheField) {
       {R"({"messages": [], "logprobs": 2})", "logprobs: must be a boolean"},
       {R"({"messages": [], "top_logprobs": 2})", "top_logprobs: needs logprobs: true"},
       {R"({"messages": [], "max_completion_tokens": 0})", "max_completion_tokens: must be >= 1"},
-      {R"({"messages": [], "tools": [{"type": "function"}]})", "tools: is not supported"},
+      {R"({"messages": [], "tools": [{"type": "function"}]})",
+       "tools[0].function: an object is required"},
+      {R"({"messages": [], "tools": [{"type": "retrieval", "function": {"name": "f"}}]})",
+       "tools[0].type: only \"function\" is supported"},
+      {R"({"messages": [], "tools": [{"type": "function", "function": {"name": "f", )"
+       R"("parameters": []}}]})",
+       "tools[0].function.parameters: must be an object"},
+      {R"({"messages": [], "tools": [{"type": "function", "function": {"name": "f"}}], )"
+       R"("tool_choice": "required"})",
+       "tool_choice: \"required\" is not supported yet"},
+      {R"({"messages": [], "tools": [{"type": "function", "function": {"name": "f"}}], )"
+       R"("tool_choice": {"type": "function", "function": {"name": "f"}}})",
+       "tool_choice: a named function is not supported yet"},
+      {R"({"messages": [], "tool_choice": "auto"})", "tool_choice: \"auto\" needs tools"},
+      {R"({"messages": [], "functions": [{"name": "f"}]})",
+       "functions: is not supported (use tools)"},
+      {R"({"messages": [{"role": "assistant", "tool_calls": [{"type": "function"}]}]})",
+       "messages[0].tool_calls[0].function: an object is required"},
+      {R"({"messages": [{"role": "assistant", "tool_calls": {}}]})",
+       "messages[0].tool_calls: must be a list"},
       {R"({"messages": [], "response_format": {"type": "json_object"}})", "response_format: only"},
   };
   for (const Case& c : cases) {
@@ -228,6 +248,49 @@ TEST(OpenAiMappingTest, ChatSpecificErrorsNameTheField) {
     EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument, StartsWith(c.prefix)))
         << c.body;
   }
+}
+
+TEST(OpenAiMappingTest, ToolsToolCallsAndToolResultsReachTheChat) {
+  OpenAiMappingOptions options = Options();
+  options.tool_call_format = ToolCallFormat::kHermes;
+  absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(OpenAiEndpoint::kChatCompletions, R"({
+    "messages": [
+      {"role": "user", "content": "Weather in Paris?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "18 C"}],
+    "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Now",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}],
+    "parallel_tool_calls": false})",
+                                                            options);
+  KVSERVE_ASSERT_OK(parsed);
+  EXPECT_TRUE(parsed->parse_tool_calls);  // "auto" is the default with tools
+  EXPECT_FALSE(parsed->parallel_tool_calls);
+  EXPECT_EQ(parsed->tool_call_format, ToolCallFormat::kHermes);
+  const v1::ChatConversation& chat = parsed->requests[0].chat();
+  ASSERT_EQ(chat.messages_size(), 3);
+  EXPECT_EQ(chat.messages(1).content(), "");
+  ASSERT_EQ(chat.messages(1).tool_calls_size(), 1);
+  EXPECT_EQ(chat.messages(1).tool_calls(0).id(), "call_1");
+  EXPECT_EQ(chat.messages(1).tool_calls(0).name(), "get_weather");
+  EXPECT_EQ(chat.messages(1).tool_calls(0).arguments(), R"({"city": "Paris"})");
+  EXPECT_EQ(chat.messages(2).tool_call_id(), "call_1");
+  EXPECT_EQ(chat.messages(2).name(), "get_weather");
+  ASSERT_EQ(chat.tools_size(), 1);
+  EXPECT_EQ(chat.tools(0).name(), "get_weather");
+  EXPECT_EQ(chat.tools(0).description(), "Now");
+  // The schema keeps the client's key order.
+  EXPECT_EQ(chat.tools(0).parameters(),
+            R"({"type":"object","properties":{"city":{"type":"string"}}})");
+
+  parsed = ParseOpenAiRequest(
+      OpenAiEndpoint::kChatCompletions,
+      R"({"messages": [], "tools": [{"type": "function", "function": {"name": "f"}}],
+          "tool_choice": "none"})",
+      options);
+  KVSERVE_ASSERT_OK(parsed);
+  EXPECT_FALSE(parsed->parse_tool_calls);
+  EXPECT_EQ(parsed->requests[0].chat().tools_size(), 1);  // still shown to the template
 }
 
 TEST(OpenAiMappingTest, TokenizeAndDetokenizeRequests) {
@@ -353,6 +416,114 @@ TEST(OpenAiResponseTest, ChatLogprobsUseContentEntriesWithBytes) {
   EXPECT_EQ(content[0]["bytes"], Json::array({65}));
   EXPECT_EQ(content[0]["top_logprobs"][0]["token"], "alt");
   EXPECT_EQ(Json::parse(builder.Body())["choices"][0]["message"]["role"], "assistant");
+}
+
+OpenAiRequest ToolChat(bool stream, bool parallel = true) {
+  OpenAiMappingOptions options = Options();
+  options.tool_call_format = ToolCallFormat::kHermes;
+  absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(
+      OpenAiEndpoint::kChatCompletions,
+      absl::StrCat(
+          R"({"messages": [], "tools": [{"type": "function", "function": {"name": "f"}}],)",
+          R"("stream": )", stream ? "true" : "false", R"(, "parallel_tool_calls": )",
+          parallel ? "true" : "false", "}"),
+      options);
+  KVSERVE_EXPECT_OK(parsed);
+  return parsed.ok() ? *parsed : OpenAiRequest();
+}
+
+constexpr char kTwoCalls[] =
+    "Checking.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n</tool_call>\n"
+    "<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>";
+
+TEST(OpenAiResponseTest, ToolCallsBecomeMessageToolCallsWithFinishReasonToolCalls) {
+  const OpenAiRequest request = ToolChat(/*stream=*/false);
+  OpenAiResponseBuilder builder(request, "chatcmpl-7", "m", 0);
+  builder.Add(0, Delta(0, kTwoCalls, v1::FINISH_REASON_STOP));
+  const Json choice = Json::parse(builder.Body())["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_EQ(choice["message"]["content"], "Checking.");
+  const Json& calls = choice["message"]["tool_calls"];
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0]["type"], "function");
+  EXPECT_EQ(calls[0]["function"]["name"], "f");
+  EXPECT_EQ(calls[0]["function"]["arguments"], R"({"x":1})");
+  EXPECT_EQ(calls[1]["function"]["name"], "g");
+  EXPECT_THAT(calls[0]["id"].get<std::string>(), StartsWith("call_"));
+  EXPECT_NE(calls[0]["id"], calls[1]["id"]);
+
+  // parallel_tool_calls false: the first call only. Text that is no call stays content.
+  const OpenAiRequest first_only = ToolChat(false, /*parallel=*/false);  // the builder keeps a
+                                                                         // reference
+  OpenAiResponseBuilder one(first_only, "chatcmpl-8", "m", 0);
+  one.Add(0, Delta(0, kTwoCalls, v1::FINISH_REASON_STOP));
+  EXPECT_EQ(Json::parse(one.Body())["choices"][0]["message"]["tool_calls"].size(), 1u);
+  OpenAiResponseBuilder text(request, "chatcmpl-9", "m", 0);
+  text.Add(0, Delta(0, "Just text <tool", v1::FINISH_REASON_STOP));
+  const Json plain = Json::parse(text.Body())["choices"][0];
+  EXPECT_EQ(plain["finish_reason"], "stop");
+  EXPECT_EQ(plain["message"]["content"], "Just text <tool");
+  EXPECT_FALSE(plain["message"].contains("tool_calls"));
+}
+
+// Streamed in small pieces, the content never shows the markup, and the call deltas reassemble
+// (as the openai SDK does it: arguments concatenated per index) to what Body() gives.
+TEST(OpenAiResponseTest, StreamedToolCallsReassembleToTheSameCalls) {
+  const OpenAiRequest request = ToolChat(/*stream=*/true);
+  OpenAiResponseBuilder builder(request, "chatcmpl-7", "m", 0);
+  const std::string text = kTwoCalls;
+  std::vector<std::string> chunks;
+  for (size_t at = 0; at < text.size(); at += 3) {
+    const bool last = at + 3 >= text.size();
+    for (std::string& chunk :
+         builder.Chunks(0, Delta(0, text.substr(at, 3),
+                                 last ? v1::FINISH_REASON_STOP : v1::FINISH_REASON_UNSPECIFIED))) {
+      chunks.push_back(std::move(chunk));
+    }
+  }
+  std::string content;
+  std::vector<Json> calls;
+  Json finish;
+  for (const std::string& chunk : chunks) {
+    const Json choice = Json::parse(chunk)["choices"][0];
+    const Json& delta = choice["delta"];
+    if (delta.contains("content")) content += delta["content"].get<std::string>();
+    if (delta.contains("tool_calls")) {
+      for (const Json& call : delta["tool_calls"]) {
+        const size_t index = call["index"].get<size_t>();
+        if (index >= calls.size()) calls.resize(index + 1, Json::object());
+        if (call.contains("id")) calls[index]["id"] = call["id"];
+        if (call["function"].contains("name")) calls[index]["name"] = call["function"]["name"];
+        calls[index]["arguments"] =
+            calls[index].value("arguments", "") + call["function"]["arguments"].get<std::string>();
+      }
+    }
+    if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
+  }
+  EXPECT_EQ(content, "Checking.");
+  EXPECT_EQ(finish, "tool_calls");
+  const OpenAiRequest unstreamed = ToolChat(false);
+  OpenAiResponseBuilder whole(unstreamed, "chatcmpl-7", "m", 0);
+  whole.Add(0, Delta(0, text, v1::FINISH_REASON_STOP));
+  const Json want = Json::parse(whole.Body())["choices"][0]["message"]["tool_calls"];
+  ASSERT_EQ(calls.size(), want.size());
+  for (size_t k = 0; k < calls.size(); ++k) {
+    EXPECT_EQ(calls[k]["id"], want[k]["id"]);
+    EXPECT_EQ(calls[k]["name"], want[k]["function"]["name"]);
+    EXPECT_EQ(calls[k]["arguments"], want[k]["function"]["arguments"]);
+  }
+
+  // No call after all: what was held back ("<tool" could have begun one) goes out at the end.
+  OpenAiResponseBuilder text_only(request, "chatcmpl-8", "m", 0);
+  std::string streamed;
+  for (const auto& [piece, reason] :
+       {std::pair{std::string("Hello <tool"), v1::FINISH_REASON_UNSPECIFIED},
+        std::pair{std::string("box> done"), v1::FINISH_REASON_STOP}}) {
+    for (const std::string& chunk : text_only.Chunks(0, Delta(0, piece, reason))) {
+      streamed += Json::parse(chunk)["choices"][0]["delta"].value("content", "");
+    }
+  }
+  EXPECT_EQ(streamed, "Hello <toolbox> done");
 }
 
 }  // namespace
