@@ -1,0 +1,3 @@
+# Structured-output benchmarks on the default model's vocabulary (bench/grammar_bench.cc).
+kvserve_add_bench(grammar_bench SOURCES ${CMAKE_CURRENT_LIST_DIR}/grammar_bench.cc
+                  LIBS kvserve_grammar kvserve_tokenizer)
