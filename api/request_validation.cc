@@ -210,6 +210,65 @@ v1::GenerationLimits ToProtoLimits(const ServingLimits& limits) {
   return proto;
 }
 
+namespace {
+
+// Texts of a structured-output constraint (a schema, a regex, a grammar, a choice) at most.
+constexpr size_t kMaxConstraintBytes = 64 * 1024;
+constexpr int kMaxChoices = 256;
+
+absl::Status CheckConstraintText(const std::string& path, const std::string& text) {
+  if (text.empty()) return Invalid(path, "must not be empty");
+  if (text.size() > kMaxConstraintBytes) {
+    return Invalid(path,
+                   absl::StrCat("at most ", kMaxConstraintBytes, " bytes, got ", text.size()));
+  }
+  return CheckUtf8(path, text);
+}
+
+// The form of a structured_output; whether the schema, regex or grammar compiles is the
+// worker's to say (grammar/).
+absl::Status CheckStructuredOutput(const v1::SamplingParams& sampling, const std::string& path) {
+  const v1::StructuredOutput& output = sampling.structured_output();
+  switch (output.kind_case()) {
+    case v1::StructuredOutput::KIND_NOT_SET:
+      return Invalid(path, "one of json_object, json_schema, regex, choice, grammar is required");
+    case v1::StructuredOutput::kJsonObject:
+      if (!output.json_object()) return Invalid(Field(path, "json_object"), "must be true");
+      break;
+    case v1::StructuredOutput::kJsonSchema:
+      KVSERVE_RETURN_IF_ERROR(
+          CheckConstraintText(Field(path, "json_schema"), output.json_schema()));
+      KVSERVE_RETURN_IF_ERROR(CheckJsonObject(Field(path, "json_schema"), output.json_schema()));
+      break;
+    case v1::StructuredOutput::kRegex:
+      KVSERVE_RETURN_IF_ERROR(CheckConstraintText(Field(path, "regex"), output.regex()));
+      break;
+    case v1::StructuredOutput::kGrammar:
+      KVSERVE_RETURN_IF_ERROR(CheckConstraintText(Field(path, "grammar"), output.grammar()));
+      break;
+    case v1::StructuredOutput::kChoice: {
+      const auto& choices = output.choice().choices();
+      if (choices.empty() || choices.size() > kMaxChoices) {
+        return Invalid(Field(path, "choice.choices"),
+                       absl::StrCat("1 to ", kMaxChoices, " choices, got ", choices.size()));
+      }
+      for (int i = 0; i < choices.size(); ++i) {
+        KVSERVE_RETURN_IF_ERROR(CheckConstraintText(
+            absl::StrCat(Field(path, "choice.choices"), "[", i, "]"), choices[i]));
+      }
+      break;
+    }
+  }
+  if (sampling.ignore_eos()) {
+    return Invalid(path,
+                   "cannot be combined with ignore_eos (the end of the output is the "
+                   "constraint's)");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateSamplingParams(const v1::SamplingParams& sampling, const ServingLimits& limits,
                                     absl::string_view path) {
   if (sampling.has_temperature() &&
@@ -279,6 +338,9 @@ absl::Status ValidateSamplingParams(const v1::SamplingParams& sampling, const Se
   if (sampling.n() < 0 || sampling.n() > limits.max_n) {
     return Invalid(Field(path, "n"),
                    absl::StrCat("must be in [1, ", limits.max_n, "] (0: 1), got ", sampling.n()));
+  }
+  if (sampling.has_structured_output()) {
+    KVSERVE_RETURN_IF_ERROR(CheckStructuredOutput(sampling, Field(path, "structured_output")));
   }
   return absl::OkStatus();
 }

@@ -13,6 +13,7 @@
 #define KVSERVE_ENGINE_REQUEST_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,8 @@
 #include "absl/status/status.h"
 
 namespace kvserve {
+
+class CompiledConstraint;  // grammar/compiled_constraint.h
 
 // Sampling and stopping, with the meaning of kvserve.v1.SamplingParams after defaults were
 // applied (no "unset" here: every field holds the value to use).
@@ -43,6 +46,9 @@ struct SamplingOptions {
   bool include_stop_str_in_output = false;
   std::optional<int32_t> logprobs;  // unset: none; 0: chosen only; k: chosen + top k
   bool detokenize_special_tokens = false;
+  // Structured output: the compiled form the output must match (grammar/); null: free text.
+  // The runner that samples keeps a matcher per choice and masks the logits with it.
+  std::shared_ptr<const CompiledConstraint> constraint;
 };
 
 // Where one choice starts (kvserve.v1.WorkerChoice).

@@ -32,6 +32,7 @@ Sequence* Scheduler::NewSequence(RequestState* request, int32_t choice,
     p.num_logprobs = s.logprobs.value_or(0);
     p.want_logprobs = s.logprobs.has_value();
     seq->sampling.logprobs = s.logprobs.has_value();
+    seq->sampling.constraint = s.constraint;
     seq->sampling.num_prompt_tokens =
         static_cast<int32_t>(request->request.prompt_token_ids.size());
   }

@@ -18,6 +18,7 @@
 #define KVSERVE_ENGINE_STEP_PLAN_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/sampling.h"
@@ -26,6 +27,8 @@
 
 namespace kvserve {
 
+class CompiledConstraint;  // grammar/compiled_constraint.h
+
 // How a sequence samples: the kernel parameters (seed already per choice, num_logprobs the top-n
 // count) plus where its output starts, so that penalties and the RNG counter (the output index)
 // can be derived from its tokens.
@@ -33,6 +36,9 @@ struct SequenceSampling {
   kernels::SamplingParams params;
   int32_t num_prompt_tokens = 0;  // tokens[0, num_prompt_tokens) are the prompt
   bool logprobs = false;          // return the chosen token's logprob and rank (+ top-n)
+  // Structured output (SamplingOptions::constraint); null: free text. In-process only: a
+  // tensor-parallel follower never samples, so step messages leave it out.
+  std::shared_ptr<const CompiledConstraint> constraint;
 };
 
 struct ScheduledSequence {

@@ -34,7 +34,10 @@ bool Rename(std::string* path, absl::string_view prefix, absl::string_view repla
 
 std::string OpenAiParam(absl::string_view path, absl::string_view input_field) {
   std::string param(path);
-  if (Rename(&param, "chat.messages", "messages") || Rename(&param, "chat", "messages") ||
+  if (Rename(&param, "chat.messages", "messages") || Rename(&param, "chat.tools", "tools") ||
+      Rename(&param, "chat", "messages") ||
+      // Structured output: the one field (of the forms it can come in) OpenAI clients know.
+      Rename(&param, "sampling.structured_output", "response_format") ||
       Rename(&param, "prompt_token_ids.ids", "prompt") ||
       Rename(&param, "prompt_token_ids", "prompt") || Rename(&param, "token_ids", "tokens") ||
       Rename(&param, "input", input_field)) {

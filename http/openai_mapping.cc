@@ -356,13 +356,6 @@ absl::Status Unsupported(const Fields& fields, int32_t n) {
       functions != nullptr && !functions->empty()) {
     return Invalid("functions", "is not supported (use tools)");
   }
-  if (const Json* format = fields.Find("response_format"); format != nullptr) {
-    auto type = format->is_object() ? format->find("type") : format->end();
-    if (!format->is_object() || type == format->end() || !type->is_string() ||
-        type->get<std::string>() != "text") {
-      return Invalid("response_format", "only {\"type\": \"text\"} is supported");
-    }
-  }
   return absl::OkStatus();
 }
 
@@ -456,6 +449,98 @@ absl::Status StopTokenIds(const Fields& fields, v1::SamplingParams* sampling) {
   return absl::OkStatus();
 }
 
+// A JSON schema given as an object or as its JSON text, as JSON text.
+absl::StatusOr<std::string> SchemaText(const Json& schema, const std::string& path) {
+  if (schema.is_object()) return schema.dump();
+  if (schema.is_string()) return schema.get<std::string>();
+  return WrongType(path, "an object (a JSON schema)", schema);
+}
+
+// Structured output, in any of the forms clients send it (one at most):
+//   OpenAI: response_format {"type": "json_object"} | {"type": "json_schema", "json_schema":
+//           {"name", "schema", "strict"}} | {"type": "text"} (free);
+//   vLLM:   structured_outputs {"json": schema, "regex", "choice", "grammar", "json_object"},
+//           and its older guided_json / guided_regex / guided_choice / guided_grammar.
+absl::Status StructuredOutput(const Fields& fields, v1::SamplingParams* sampling) {
+  v1::StructuredOutput out;
+  int forms = 0;
+  if (const Json* format = fields.Find("response_format"); format != nullptr) {
+    if (!format->is_object()) return WrongType("response_format", "an object", *format);
+    std::optional<std::string> type;
+    if (!Fields(*format).String("type", &type).ok() || !type) {
+      return Invalid("response_format.type", "a string is required");
+    }
+    if (*type == "json_object") {
+      out.set_json_object(true);
+      ++forms;
+    } else if (*type == "json_schema") {
+      const Json* spec = Fields(*format).Find("json_schema");
+      if (spec == nullptr || !spec->is_object()) {
+        return Invalid("response_format.json_schema", "an object is required");
+      }
+      const Json* schema = Fields(*spec).Find("schema");
+      if (schema == nullptr) {
+        return Invalid("response_format.json_schema.schema", "is required");
+      }
+      KVSERVE_ASSIGN_OR_RETURN(*out.mutable_json_schema(),
+                               SchemaText(*schema, "response_format.json_schema.schema"));
+      ++forms;
+    } else if (*type != "text") {
+      return Invalid("response_format.type",
+                     absl::StrCat("must be text, json_object or json_schema, got \"", *type, "\""));
+    }
+  }
+  // vLLM's forms: structured_outputs.<key> or guided_<key>.
+  const Json* vllm = fields.Find("structured_outputs");
+  if (vllm != nullptr && !vllm->is_object()) {
+    return WrongType("structured_outputs", "an object", *vllm);
+  }
+  for (const char* key : {"json", "regex", "choice", "grammar", "json_object"}) {
+    std::string path = absl::StrCat("structured_outputs.", key);
+    const Json* value = vllm != nullptr ? Fields(*vllm).Find(key) : nullptr;
+    if (value == nullptr) {
+      path = absl::StrCat("guided_", key);
+      value = fields.Find(path.c_str());
+    }
+    if (value == nullptr) continue;
+    ++forms;
+    const std::string k = key;
+    if (k == "json") {
+      KVSERVE_ASSIGN_OR_RETURN(*out.mutable_json_schema(), SchemaText(*value, path));
+    } else if (k == "json_object") {
+      if (!value->is_boolean()) return WrongType(path, "a boolean", *value);
+      if (!value->get<bool>()) {
+        --forms;
+        continue;
+      }
+      out.set_json_object(true);
+    } else if (k == "choice") {
+      if (!value->is_array()) return WrongType(path, "a list of strings", *value);
+      out.mutable_choice();  // set even when empty, for validation to refuse it
+      for (size_t i = 0; i < value->size(); ++i) {
+        if (!(*value)[i].is_string()) {
+          return WrongType(absl::StrCat(path, "[", i, "]"), "a string", (*value)[i]);
+        }
+        out.mutable_choice()->add_choices((*value)[i].get<std::string>());
+      }
+    } else {
+      if (!value->is_string()) return WrongType(path, "a string", *value);
+      if (k == "regex") {
+        out.set_regex(value->get<std::string>());
+      } else {
+        out.set_grammar(value->get<std::string>());
+      }
+    }
+  }
+  if (forms > 1) {
+    return Invalid("response_format",
+                   "give one structured output form (response_format, structured_outputs or "
+                   "guided_*)");
+  }
+  if (forms == 1) *sampling->mutable_structured_output() = std::move(out);
+  return absl::OkStatus();
+}
+
 // seed, ignore_eos, include_stop_str_in_output and skip_special_tokens.
 absl::Status SeedAndFlags(const Fields& fields, v1::SamplingParams* sampling) {
   std::optional<int64_t> seed;
@@ -511,6 +596,7 @@ absl::Status Sampling(OpenAiEndpoint endpoint, const Fields& fields,
   KVSERVE_RETURN_IF_ERROR(Stop(fields, sampling));
   KVSERVE_RETURN_IF_ERROR(StopTokenIds(fields, sampling));
   KVSERVE_RETURN_IF_ERROR(SeedAndFlags(fields, sampling));
+  KVSERVE_RETURN_IF_ERROR(StructuredOutput(fields, sampling));
   return Logprobs(endpoint, fields, sampling, out);
 }
 

@@ -14,7 +14,22 @@ namespace {
 bool DeviceGreedy(const SequenceSampling& sampling) {
   const kernels::SamplingParams& p = sampling.params;
   return p.temperature < kernels::kGreedyTemperature && p.repetition_penalty == 1.0f &&
-         p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f && !sampling.logprobs;
+         p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f && !sampling.logprobs &&
+         sampling.constraint == nullptr;
+}
+
+// The matcher of a constrained sequence, made at its first sample: the output tokens it already
+// has (a migrated or rebuilt sequence) are replayed into it.
+absl::Status PrepareMatcher(RunnerSequence& seq) {
+  if (seq.matcher != nullptr) return absl::OkStatus();
+  KVSERVE_ASSIGN_OR_RETURN(seq.matcher, Matcher::Create(seq.sampling.constraint));
+  for (size_t i = static_cast<size_t>(seq.sampling.num_prompt_tokens); i < seq.tokens.size(); ++i) {
+    if (!seq.matcher->AcceptToken(seq.tokens[i])) {
+      return absl::InternalError(absl::StrCat("structured output: output token ", seq.tokens[i],
+                                              " at ", i, " does not match the constraint"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 // Batch sizes of the decode graphs: 1, 2, 4, 8, then every multiple of 8 up to max_num_seqs
@@ -195,10 +210,24 @@ absl::StatusOr<StepResult> LlamaModelRunner::Sample(const std::vector<RunnerWork
     out.id = item.entry->id;
     if (host_index < host_rows_.size() && host_rows_[host_index] == row) {
       const float* row_logits = logits.data() + host_index++ * static_cast<size_t>(vocab);
+      RunnerSequence& constrained = *item.sequence;
+      if (seq.sampling.constraint != nullptr) {
+        // Structured output: tokens the constraint does not allow next get -inf.
+        KVSERVE_RETURN_IF_ERROR(PrepareMatcher(constrained));
+        token_mask_.resize(Matcher::MaskWords(vocab));
+        KVSERVE_RETURN_IF_ERROR(constrained.matcher->FillNextTokenBitmask(token_mask_.data()));
+        masked_logits_.assign(row_logits, row_logits + vocab);
+        ApplyTokenMask(token_mask_.data(), masked_logits_.data(), vocab);
+        row_logits = masked_logits_.data();
+      }
       const kernels::SampleResult sample =
           sampler_.Sample(row_logits, seq.sampling.params, seq.History(), seq.NextTokenIndex());
       out.token = sample.token;
       out.logprob = sample.logprob;
+      if (constrained.matcher != nullptr && !constrained.matcher->AcceptToken(sample.token)) {
+        return absl::InternalError(absl::StrCat("structured output: sampled token ", sample.token,
+                                                " is not allowed (no token was?)"));
+      }
       if (seq.sampling.logprobs) {
         out.rank = TokenRank(row_logits, vocab, sample.token);
         out.top.assign(sample.top.begin(), sample.top.begin() + sample.num_top);

@@ -90,7 +90,9 @@ class LlamaModelRunner final : public ModelRunner {
   std::optional<ForwardBatchBuilder> batch_;
   std::unique_ptr<RunnerSequences> sequences_;
   kernels::Sampler sampler_;
-  std::vector<int32_t> host_rows_;  // logit rows to copy back, per step
+  std::vector<int32_t> host_rows_;    // logit rows to copy back, per step
+  std::vector<uint32_t> token_mask_;  // structured output: the allowed tokens of one row
+  std::vector<float> masked_logits_;  // structured output: one row's logits, masked
 };
 
 }  // namespace kvserve

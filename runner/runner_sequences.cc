@@ -26,6 +26,7 @@ absl::StatusOr<std::vector<RunnerWork>> RunnerSequences::Apply(const StepPlan& p
       seq->block_table = entry.block_ids;
       seq->num_computed_tokens = entry.num_computed_tokens;
       seq->sampling = entry.sampling;
+      seq->matcher.reset();  // remade from the tokens at the next sample
     } else {
       auto it = sequences_.find(entry.id);
       if (it == sequences_.end()) {

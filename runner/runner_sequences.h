@@ -8,12 +8,14 @@
 #define KVSERVE_RUNNER_RUNNER_SEQUENCES_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/step_plan.h"
+#include "grammar/matcher.h"
 #include "kernels/sampling.h"
 
 namespace kvserve {
@@ -23,6 +25,10 @@ struct RunnerSequence {
   std::vector<BlockId> block_table;
   int32_t num_computed_tokens = 0;
   SequenceSampling sampling;
+  // With sampling.constraint: where the output is in it, made at the first sample and fed every
+  // output token since (those known when it is made are replayed, after a migration or a
+  // preemption that rebuilt the sequence).
+  std::unique_ptr<Matcher> matcher;
 
   // Penalty history: the prompt and the output so far.
   kernels::TokenHistory History() const;

@@ -16,7 +16,7 @@
 #                 ../lib beside the program) and every shared library the programs need except
 #                 glibc's and the CUDA ones the device brings (CUDA_LIBS): those the container
 #                 image takes (deploy/docker/collect_runtime_libs.sh) plus libstdc++ and
-#                 libgcc_s; RPATH $ORIGIN; a file over 8 MiB travels gzip-compressed (OpenBLAS:
+#                 libgcc_s; RPATH $ORIGIN; a file over 4 MiB travels gzip-compressed (OpenBLAS:
 #                 36 MB, 11 MB packed)
 #   env.sh        sourced before running anything: unpacks the .gz files outside the bundle (so
 #                 that it stays small enough to carry), finds the CUDA libraries on the machine
@@ -53,7 +53,7 @@ GLIBC_LIBS="linux-vdso.so.1 ld-linux-x86-64.so.2 libc.so.6 libm.so.6 libdl.so.2 
   librt.so.1 libutil.so.1 libresolv.so.2"
 CUDA_LIBS="libcuda.so.1 libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2"
 MAX_BYTES=$((60 * 1024 * 1024))
-PACK_BYTES=$((8 * 1024 * 1024))
+PACK_BYTES=$((4 * 1024 * 1024))
 
 die() {
   echo "gpu_bundle: $*" >&2

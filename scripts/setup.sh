@@ -31,9 +31,10 @@ if ((${#missing[@]})); then
 fi
 
 # Python packages used by tests and benchmarks (stub generation, the GGUF reference reader, the
-# routing A/B's plot, Jinja2 for the chat template goldens' check).
+# routing A/B's plot, Jinja2 for the chat template goldens' check, jsonschema for structured output
+# e2e).
 PY_PACKAGES=(numpy==2.4.6 gguf==0.19.0 grpcio==1.85.3 grpcio-tools==1.85.1 protobuf==7.36.2 PyYAML==6.0.3
-            openai==3.51.0 matplotlib==3.11.2 Jinja2==3.1.6)
+            openai==3.51.0 matplotlib==3.11.2 Jinja2==3.1.6 jsonschema==4.26.0)
 if ! python3 - "${PY_PACKAGES[@]}" <<'PY' 2>/dev/null; then
 import sys
 from importlib.metadata import version

@@ -47,6 +47,36 @@ SamplingOptions ResolveSampling(const v1::SamplingParams& sampling, const Servin
   return options;
 }
 
+Constraint ConstraintOf(const v1::SamplingParams& sampling) {
+  Constraint constraint;
+  if (!sampling.has_structured_output()) return constraint;
+  const v1::StructuredOutput& output = sampling.structured_output();
+  switch (output.kind_case()) {
+    case v1::StructuredOutput::kJsonObject:
+      constraint.kind = Constraint::kJsonObject;
+      break;
+    case v1::StructuredOutput::kJsonSchema:
+      constraint.kind = Constraint::kJsonSchema;
+      constraint.spec = output.json_schema();
+      break;
+    case v1::StructuredOutput::kRegex:
+      constraint.kind = Constraint::kRegex;
+      constraint.spec = output.regex();
+      break;
+    case v1::StructuredOutput::kChoice:
+      constraint.kind = Constraint::kChoice;
+      constraint.choices.assign(output.choice().choices().begin(), output.choice().choices().end());
+      break;
+    case v1::StructuredOutput::kGrammar:
+      constraint.kind = Constraint::kGrammar;
+      constraint.spec = output.grammar();
+      break;
+    case v1::StructuredOutput::KIND_NOT_SET:
+      break;
+  }
+  return constraint;
+}
+
 v1::FinishReason ToProto(FinishReason reason) {
   switch (reason) {
     case FinishReason::kNone:

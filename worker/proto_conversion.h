@@ -18,6 +18,7 @@
 #include "engine/engine_stats.h"
 #include "engine/request.h"
 #include "engine/status_subscription.h"
+#include "grammar/constraint.h"
 #include "kvcache/kv_events.h"
 #include "kvserve/v1/output.pb.h"
 #include "kvserve/v1/sampling.pb.h"
@@ -31,6 +32,8 @@ SamplingOptions ResolveSampling(const kvserve::v1::SamplingParams& sampling,
                                 const ServingLimits& limits);
 // SamplingParams.n with 0 read as 1.
 int32_t ResolveN(const kvserve::v1::SamplingParams& sampling);
+// SamplingParams.structured_output as grammar/'s Constraint; kind kNone when unset.
+Constraint ConstraintOf(const kvserve::v1::SamplingParams& sampling);
 
 kvserve::v1::FinishReason ToProto(FinishReason reason);
 

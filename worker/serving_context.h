@@ -25,6 +25,7 @@
 #include "api/request_validation.h"
 #include "engine/engine.h"
 #include "engine/request_stream.h"
+#include "grammar/grammar_compiler.h"
 #include "kvserve/v1/generation.pb.h"
 #include "kvserve/v1/worker.pb.h"
 #include "model/model_config.h"
@@ -79,11 +80,19 @@ class ServingContext {
  private:
   absl::StatusOr<StartedRequest> Submit(EngineRequest request, std::string client_request_id);
   absl::Status Rejected(absl::Status status);  // counts it, returns it
+  // sampling.structured_output compiled into options->constraint (nothing when unset):
+  // INVALID_ARGUMENT "sampling.structured_output: ..." for a model without a tokenizer or a
+  // schema / regex / grammar that does not compile, DEADLINE_EXCEEDED past
+  // kConstraintCompileTimeout.
+  absl::Status CompileConstraint(const kvserve::v1::SamplingParams& sampling,
+                                 SamplingOptions* options);
 
   Engine* const engine_;
   const PromptRenderer renderer_;
   WorkerMetrics* const metrics_;
   ServingLimits limits_;
+  // Structured output's compiler for this model's vocabulary; null without a tokenizer.
+  std::unique_ptr<GrammarCompiler> grammar_;
   kvserve::v1::ModelInfo model_info_;
   mutable absl::Mutex identity_mu_;
   kvserve::v1::WorkerIdentity identity_ ABSL_GUARDED_BY(identity_mu_);

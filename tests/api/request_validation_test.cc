@@ -173,6 +173,57 @@ TEST(ValidateGenerateRequest, RefusesBadToolsAndToolCallsNamingTheField) {
   }
 }
 
+TEST(ValidateSamplingParams, StructuredOutputFormsAndTheirLimits) {
+  const ServingLimits limits = TestLimits();
+  struct Case {
+    std::function<void(v1::SamplingParams*)> set;
+    std::string error;  // "" when valid
+  };
+  const std::vector<Case> cases = {
+      {[](v1::SamplingParams* s) { s->mutable_structured_output()->set_json_object(true); }, ""},
+      {[](v1::SamplingParams* s) {
+         s->mutable_structured_output()->set_json_schema(R"({"type": "object"})");
+       },
+       ""},
+      {[](v1::SamplingParams* s) { s->mutable_structured_output()->set_regex("[0-9]+"); }, ""},
+      {[](v1::SamplingParams* s) {
+         s->mutable_structured_output()->mutable_choice()->add_choices("yes");
+       },
+       ""},
+      {[](v1::SamplingParams* s) { s->mutable_structured_output(); },
+       "sampling.structured_output: one of json_object, json_schema, regex, choice, grammar"},
+      {[](v1::SamplingParams* s) { s->mutable_structured_output()->set_json_object(false); },
+       "sampling.structured_output.json_object: must be true"},
+      {[](v1::SamplingParams* s) { s->mutable_structured_output()->set_json_schema("[1]"); },
+       "sampling.structured_output.json_schema: must be the JSON text of an object"},
+      {[](v1::SamplingParams* s) { s->mutable_structured_output()->set_grammar(""); },
+       "sampling.structured_output.grammar: must not be empty"},
+      {[](v1::SamplingParams* s) {
+         s->mutable_structured_output()->set_regex(std::string(64 * 1024 + 1, 'a'));
+       },
+       "sampling.structured_output.regex: at most 65536 bytes"},
+      {[](v1::SamplingParams* s) { s->mutable_structured_output()->mutable_choice(); },
+       "sampling.structured_output.choice.choices: 1 to 256 choices, got 0"},
+      {[](v1::SamplingParams* s) {
+         s->mutable_structured_output()->set_json_object(true);
+         s->set_ignore_eos(true);
+       },
+       "sampling.structured_output: cannot be combined with ignore_eos"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.error);
+    v1::SamplingParams sampling;
+    c.set(&sampling);
+    const absl::Status status = ValidateSamplingParams(sampling, limits, "sampling");
+    if (c.error.empty()) {
+      KVSERVE_EXPECT_OK(status);
+    } else {
+      EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_EQ(status.message().substr(0, c.error.size()), c.error) << status.message();
+    }
+  }
+}
+
 TEST(ValidateGenerateRequest, RefusesInvalidUtf8InEveryTextField) {
   const ServingLimits limits = TestLimits();
   const std::string bad = "ok \xC3\x28 then";  // 0xC3 needs a continuation byte

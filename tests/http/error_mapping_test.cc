@@ -48,6 +48,12 @@ TEST(ErrorMappingTest, ParamIsTheOpenAiNameOfTheFieldTheMessageStartsWith) {
   EXPECT_EQ(ToHttpError(absl::InvalidArgumentError("input: too long"), "messages").param,
             "messages");
   EXPECT_EQ(ToHttpError(absl::InvalidArgumentError("token_ids[0]: bad")).param, "tokens[0]");
+  EXPECT_EQ(ToHttpError(absl::InvalidArgumentError("chat.tools[1].name: bad")).param,
+            "tools[1].name");
+  EXPECT_EQ(
+      ToHttpError(absl::InvalidArgumentError("sampling.structured_output: invalid json_schema"))
+          .param,
+      "response_format");
   EXPECT_EQ(ToHttpError(absl::InvalidArgumentError("temperature: must be a number")).param,
             "temperature");
   EXPECT_FALSE(ToHttpError(absl::InternalError("something broke: badly")).param.has_value());

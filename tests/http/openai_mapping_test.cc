@@ -241,7 +241,12 @@ TEST(OpenAiMappingTest, ChatSpecificErrorsNameTheField) {
        "messages[0].tool_calls[0].function: an object is required"},
       {R"({"messages": [{"role": "assistant", "tool_calls": {}}]})",
        "messages[0].tool_calls: must be a list"},
-      {R"({"messages": [], "response_format": {"type": "json_object"}})", "response_format: only"},
+      {R"({"messages": [], "response_format": {"type": "xml"}})",
+       "response_format.type: must be text, json_object or json_schema"},
+      {R"({"messages": [], "response_format": {"type": "json_schema"}})",
+       "response_format.json_schema: an object is required"},
+      {R"({"messages": [], "response_format": {"type": "json_object"}, "guided_regex": "a+"})",
+       "response_format: give one structured output form"},
   };
   for (const Case& c : cases) {
     const absl::Status status = ChatError(c.body);
