@@ -262,33 +262,80 @@ absl::Status Tools(const Fields& fields, v1::ChatConversation* chat) {
   return absl::OkStatus();
 }
 
+// The JSON schema of tool `tool`'s arguments ({"type": "object"} when it gives none).
+Json ParametersSchema(const v1::ChatTool& tool) {
+  if (tool.parameters().empty()) return Json{{"type", "object"}};
+  return Json::parse(tool.parameters(), nullptr, /*allow_exceptions=*/false);
+}
+
 // tool_choice and parallel_tool_calls. "auto" (the default with tools) parses the output for
 // the model's tool calls; "none" renders the tools but returns text. "required" and a named
-// function need the output constrained to a call, which the engine does not do yet.
-absl::Status ToolChoice(const Fields& fields, bool has_tools, OpenAiRequest* out) {
+// function constrain the output (structured output, as vLLM does it): a named function's output
+// is its arguments object (schema: its parameters); "required" gives a JSON list of calls
+// [{"name", "parameters"}], one call at least (exactly one without parallel_tool_calls), each
+// valid for its function. `*constraint` gets that schema's JSON text.
+absl::Status ToolChoice(const Fields& fields, const v1::ChatConversation& chat, OpenAiRequest* out,
+                        std::string* constraint) {
+  const bool has_tools = chat.tools_size() > 0;
   std::optional<bool> parallel;
   KVSERVE_RETURN_IF_ERROR(fields.Bool("parallel_tool_calls", &parallel));
   out->parallel_tool_calls = parallel.value_or(true);
   const Json* choice = fields.Find("tool_choice");
   std::string mode = has_tools ? "auto" : "none";
+  if (choice != nullptr && choice->is_object()) {
+    KVSERVE_ASSIGN_OR_RETURN(const Json* function,
+                             FunctionOf(*choice, "tool_choice", /*type_required=*/true));
+    std::optional<std::string> name;
+    if (!Fields(*function).String("name", &name).ok() || !name) {
+      return Invalid("tool_choice.function.name", "a string is required");
+    }
+    for (const v1::ChatTool& tool : chat.tools()) {
+      if (tool.name() != *name) continue;
+      out->forced_tool = *name;
+      out->parse_tool_calls = true;
+      const Json schema = ParametersSchema(tool);
+      if (!schema.is_object()) {
+        return Invalid("tool_choice", "the function's parameters are not a JSON schema");
+      }
+      *constraint = schema.dump();
+      return absl::OkStatus();
+    }
+    return Invalid("tool_choice.function.name",
+                   absl::StrCat("\"", *name, "\" is not one of the tools"));
+  }
   if (choice != nullptr) {
     if (!choice->is_string()) {
-      return Invalid("tool_choice",
-                     "a named function is not supported yet (it needs constrained decoding); "
-                     "use \"auto\" or \"none\"");
+      return WrongType("tool_choice", "a string or {\"type\": \"function\", ...}", *choice);
     }
     mode = choice->get<std::string>();
   }
-  if (mode == "required") {
+  if (mode != "auto" && mode != "none" && mode != "required") {
     return Invalid("tool_choice",
-                   "\"required\" is not supported yet (it needs constrained decoding); use "
-                   "\"auto\" or \"none\"");
+                   absl::StrCat("must be \"auto\", \"none\", \"required\" or a named function, "
+                                "got \"",
+                                mode, "\""));
   }
-  if (mode != "auto" && mode != "none") {
-    return Invalid("tool_choice", absl::StrCat("must be \"auto\" or \"none\", got \"", mode, "\""));
+  if (mode != "none" && !has_tools) {
+    return Invalid("tool_choice", absl::StrCat("\"", mode, "\" needs tools"));
   }
-  if (mode == "auto" && !has_tools) return Invalid("tool_choice", "\"auto\" needs tools");
-  out->parse_tool_calls = mode == "auto";
+  out->parse_tool_calls = mode != "none";
+  if (mode == "required") {
+    out->tool_calls_required = true;
+    Json any_of = Json::array();
+    for (const v1::ChatTool& tool : chat.tools()) {
+      const Json schema = ParametersSchema(tool);
+      if (!schema.is_object()) {
+        return Invalid("tools", "a function's parameters are not a JSON schema");
+      }
+      any_of.push_back(
+          {{"type", "object"},
+           {"properties", {{"name", {{"const", tool.name()}}}, {"parameters", schema}}},
+           {"required", {"name", "parameters"}}});
+    }
+    Json list = {{"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", any_of}}}};
+    if (!out->parallel_tool_calls) list["maxItems"] = 1;
+    *constraint = list.dump();
+  }
   return absl::OkStatus();
 }
 
@@ -633,13 +680,14 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, absl::
   out.model = model.value_or("");
 
   std::vector<v1::GenerateRequest> requests;
+  std::string tool_constraint;  // tool_choice required / named: the output's schema
   if (endpoint == OpenAiEndpoint::kCompletions) {
     KVSERVE_ASSIGN_OR_RETURN(std::vector<v1::GenerateRequest> prompts, Prompts(fields));
     requests = std::move(prompts);
   } else {
     KVSERVE_ASSIGN_OR_RETURN(v1::ChatConversation chat, Messages(fields.Find("messages")));
     KVSERVE_RETURN_IF_ERROR(Tools(fields, &chat));
-    KVSERVE_RETURN_IF_ERROR(ToolChoice(fields, chat.tools_size() > 0, &out));
+    KVSERVE_RETURN_IF_ERROR(ToolChoice(fields, chat, &out, &tool_constraint));
     out.tool_call_format = options.tool_call_format;
     *requests.emplace_back().mutable_chat() = std::move(chat);
   }
@@ -647,6 +695,14 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, absl::
   v1::GenerateRequest common;
   common.set_model(ResolveModelName(out.model, options));
   KVSERVE_RETURN_IF_ERROR(Sampling(endpoint, fields, options, common.mutable_sampling(), &out));
+  if (!tool_constraint.empty()) {
+    if (common.sampling().has_structured_output()) {
+      return Invalid("tool_choice",
+                     "\"required\" or a named function cannot be combined with "
+                     "response_format or structured_outputs");
+    }
+    common.mutable_sampling()->mutable_structured_output()->set_json_schema(tool_constraint);
+  }
   KVSERVE_RETURN_IF_ERROR(Unsupported(fields, out.n));
   std::optional<int32_t> priority;
   KVSERVE_RETURN_IF_ERROR(fields.Int32("priority", &priority));

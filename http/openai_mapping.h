@@ -50,6 +50,10 @@ struct OpenAiRequest {
   // parallel_tool_calls.
   bool parse_tool_calls = false;
   bool parallel_tool_calls = true;
+  // tool_choice a named function: the output is its arguments (constrained to its parameters).
+  std::string forced_tool;
+  // tool_choice "required": the output is a JSON list of {name, parameters} (constrained).
+  bool tool_calls_required = false;
   ToolCallFormat tool_call_format = ToolCallFormat::kNone;
 };
 

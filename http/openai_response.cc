@@ -96,6 +96,18 @@ size_t SafeContentEnd(ToolCallFormat format, std::string_view text) {
   return end;
 }
 
+// The calls of a finished chat output: constrained to the named function's arguments or to
+// tool_choice "required"'s list, else in the model's format.
+ParsedToolCalls ParseCalls(const OpenAiRequest& request, const std::string& text) {
+  if (request.tool_calls_required) return ParseToolCallList(text);
+  if (!request.forced_tool.empty()) {
+    const Json arguments = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!arguments.is_object()) return {text, {}};  // cut off by max_tokens: text as it is
+    return {"", {{"", request.forced_tool, arguments.dump()}}};
+  }
+  return ParseToolCalls(request.tool_call_format, text);
+}
+
 }  // namespace
 
 std::string DumpJson(const Json& value) {
@@ -215,7 +227,7 @@ std::string OpenAiResponseBuilder::Body() const {
     if (chat()) {
       out["message"] = {{"role", "assistant"}, {"content", choice.text}};
       if (request_.parse_tool_calls) {
-        const ParsedToolCalls parsed = ParseToolCalls(request_.tool_call_format, choice.text);
+        const ParsedToolCalls parsed = ParseCalls(request_, choice.text);
         if (!parsed.calls.empty()) {
           out["message"]["content"] = parsed.content.empty() ? Json() : Json(parsed.content);
           out["message"]["tool_calls"] = ToolCalls(static_cast<int>(i), parsed);
@@ -285,9 +297,11 @@ std::vector<std::string> OpenAiResponseBuilder::ToolAwareChunks(int index,
   choice.text += delta.text();
   const bool finished = delta.finish_reason() != v1::FINISH_REASON_UNSPECIFIED;
   std::vector<Json> calls;
-  size_t content_end = SafeContentEnd(request_.tool_call_format, choice.text);
+  // A constrained call (required / named) is all call: nothing of it is content.
+  const bool forced = !request_.forced_tool.empty() || request_.tool_calls_required;
+  size_t content_end = forced ? 0 : SafeContentEnd(request_.tool_call_format, choice.text);
   if (finished) {
-    const ParsedToolCalls parsed = ParseToolCalls(request_.tool_call_format, choice.text);
+    const ParsedToolCalls parsed = ParseCalls(request_, choice.text);
     if (parsed.calls.empty()) {
       content_end = choice.text.size();  // no call after all: what was held back is content
     } else {

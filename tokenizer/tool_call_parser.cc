@@ -111,22 +111,9 @@ ParsedToolCalls ParseLlama3Json(std::string_view text) {
 ParsedToolCalls ParseMistral(std::string_view text) {
   const size_t marker = text.find(kMistralMarker);
   if (marker == std::string_view::npos) return ContentOnly(text);
-  std::optional<Json> parsed = ParseJson(Trim(text.substr(marker + kMistralMarker.size())));
-  if (!parsed) return ContentOnly(text);
-  ParsedToolCalls out{std::string(Trim(text.substr(0, marker))), {}};
-  const Json& list = *parsed;
-  if (list.is_object()) {  // one call without the list
-    std::optional<ChatToolCall> call = CallOf(list);
-    if (!call) return ContentOnly(text);
-    out.calls.push_back(*std::move(call));
-    return out;
-  }
-  if (!list.is_array() || list.empty()) return ContentOnly(text);
-  for (const Json& item : list) {
-    std::optional<ChatToolCall> call = CallOf(item);
-    if (!call) return ContentOnly(text);
-    out.calls.push_back(*std::move(call));
-  }
+  ParsedToolCalls out = ParseToolCallList(text.substr(marker + kMistralMarker.size()));
+  if (out.calls.empty()) return ContentOnly(text);
+  out.content = std::string(Trim(text.substr(0, marker)));
   return out;
 }
 
@@ -170,6 +157,25 @@ ToolCallFormat DetectToolCallFormat(std::string_view source) {
     return ToolCallFormat::kLlama3Json;
   }
   return ToolCallFormat::kNone;
+}
+
+ParsedToolCalls ParseToolCallList(std::string_view json) {
+  std::optional<Json> parsed = ParseJson(Trim(json));
+  if (!parsed) return ContentOnly(json);
+  ParsedToolCalls out;
+  if (parsed->is_object()) {  // one call without the list
+    std::optional<ChatToolCall> call = CallOf(*parsed);
+    if (!call) return ContentOnly(json);
+    out.calls.push_back(*std::move(call));
+    return out;
+  }
+  if (!parsed->is_array() || parsed->empty()) return ContentOnly(json);
+  for (const Json& item : *parsed) {
+    std::optional<ChatToolCall> call = CallOf(item);
+    if (!call) return ContentOnly(json);
+    out.calls.push_back(*std::move(call));
+  }
+  return out;
 }
 
 ParsedToolCalls ParseToolCalls(ToolCallFormat format, std::string_view text) {

@@ -44,6 +44,11 @@ struct ParsedToolCalls {
 // object (or JSON-text string) of arguments.
 ParsedToolCalls ParseToolCalls(ToolCallFormat format, std::string_view text);
 
+// A JSON list of calls [{"name", "arguments" or "parameters"}, ...] (or one such object): the
+// form of Mistral's calls after its marker, and of output constrained to tool_choice
+// "required". No calls (content = json) unless every element is a call.
+ParsedToolCalls ParseToolCallList(std::string_view json);
+
 // An id for call `index` of a response, unique per (seed, index): "call_" and 24 hex digits,
 // or for kMistral the 9 letters and digits its template requires of an id.
 std::string MakeToolCallId(ToolCallFormat format, uint64_t seed, int index);

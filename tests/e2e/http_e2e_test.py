@@ -408,9 +408,46 @@ class ToolsTest(unittest.TestCase):
                 message = response.choices[0].message
                 self.assertTrue(message.content or message.tool_calls)
 
+    def test_required_and_named_tool_choice_always_give_valid_calls(self):
+        time_tool = {"type": "function", "function": {
+            "name": "get_time", "parameters": {
+                "type": "object", "properties": {"zone": {"type": "string", "enum": ["UTC", "CET"]}},
+                "required": ["zone"]}}}
+        tools = [WEATHER_TOOL, time_tool]
+        schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
+        messages = [{"role": "user", "content": "What is the weather in Paris?"}]
+        for seed in range(3):
+            for choice in ("required", {"type": "function", "function": {"name": "get_time"}}):
+                with self.subTest(seed=seed, choice=choice):
+                    r = client(self.server).chat.completions.create(
+                        model="smol", messages=messages, tools=tools, tool_choice=choice,
+                        temperature=0.8, seed=seed, max_tokens=200)
+                    self.assertEqual(r.choices[0].finish_reason, "tool_calls")
+                    calls = r.choices[0].message.tool_calls
+                    self.assertGreaterEqual(len(calls), 1)
+                    for call in calls:
+                        if isinstance(choice, dict):
+                            self.assertEqual(call.function.name, "get_time")
+                        jsonschema.validate(json.loads(call.function.arguments),
+                                            schemas[call.function.name])
+                    # Streamed, the deltas reassemble to the same calls.
+                    stream = client(self.server).chat.completions.create(
+                        model="smol", messages=messages, tools=tools, tool_choice=choice,
+                        temperature=0.8, seed=seed, max_tokens=200, stream=True)
+                    streamed = {}
+                    for chunk in stream:
+                        for delta in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
+                            entry = streamed.setdefault(delta.index, {"name": "", "arguments": ""})
+                            if delta.function.name:
+                                entry["name"] = delta.function.name
+                            entry["arguments"] += delta.function.arguments or ""
+                    self.assertEqual([(c["name"], c["arguments"]) for _, c in sorted(streamed.items())],
+                                     [(c.function.name, c.function.arguments) for c in calls])
+
     def test_bad_tools_are_400_naming_the_field(self):
         cases = [
-            ({"tools": [WEATHER_TOOL], "tool_choice": "required"}, "tool_choice"),
+            ({"tools": [WEATHER_TOOL], "tool_choice": {
+                "type": "function", "function": {"name": "get_time"}}}, "is not one of the tools"),
             ({"tools": [{"type": "function", "function": {"name": "bad name"}}]},
              "tools[0].name"),
             ({"tools": [WEATHER_TOOL, WEATHER_TOOL]}, "tools[1].name"),

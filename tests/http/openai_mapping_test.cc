@@ -229,12 +229,14 @@ TEST(OpenAiMappingTest, ChatSpecificErrorsNameTheField) {
        R"("parameters": []}}]})",
        "tools[0].function.parameters: must be an object"},
       {R"({"messages": [], "tools": [{"type": "function", "function": {"name": "f"}}], )"
-       R"("tool_choice": "required"})",
-       "tool_choice: \"required\" is not supported yet"},
+       R"("tool_choice": {"type": "function", "function": {"name": "g"}}})",
+       "tool_choice.function.name: \"g\" is not one of the tools"},
       {R"({"messages": [], "tools": [{"type": "function", "function": {"name": "f"}}], )"
-       R"("tool_choice": {"type": "function", "function": {"name": "f"}}})",
-       "tool_choice: a named function is not supported yet"},
+       R"("tool_choice": "required", "response_format": {"type": "json_object"}})",
+       "tool_choice: \"required\" or a named function cannot be combined"},
       {R"({"messages": [], "tool_choice": "auto"})", "tool_choice: \"auto\" needs tools"},
+      {R"({"messages": [], "tool_choice": "required"})", "tool_choice: \"required\" needs tools"},
+      {R"({"messages": [], "tool_choice": "always"})", "tool_choice: must be \"auto\""},
       {R"({"messages": [], "functions": [{"name": "f"}]})",
        "functions: is not supported (use tools)"},
       {R"({"messages": [{"role": "assistant", "tool_calls": [{"type": "function"}]}]})",
@@ -529,6 +531,58 @@ TEST(OpenAiResponseTest, StreamedToolCallsReassembleToTheSameCalls) {
     }
   }
   EXPECT_EQ(streamed, "Hello <toolbox> done");
+}
+
+// "required" and a named function constrain the output (structured output): a list of calls
+// valid for their functions, or the named function's arguments.
+TEST(OpenAiMappingTest, RequiredAndNamedToolChoiceConstrainTheOutput) {
+  const std::string tools =
+      R"("tools": [{"type": "function", "function": {"name": "f", "parameters": )"
+      R"({"type": "object", "properties": {"x": {"type": "integer"}}}}},)"
+      R"({"type": "function", "function": {"name": "g"}}])";
+  OpenAiRequest required =
+      Chat(absl::StrCat(R"({"messages": [], )", tools, R"(, "tool_choice": "required"})"));
+  EXPECT_TRUE(required.tool_calls_required);
+  EXPECT_TRUE(required.parse_tool_calls);
+  const Json list = Json::parse(required.requests[0].sampling().structured_output().json_schema());
+  EXPECT_EQ(list["type"], "array");
+  EXPECT_EQ(list["minItems"], 1);
+  EXPECT_FALSE(list.contains("maxItems"));
+  ASSERT_EQ(list["items"]["anyOf"].size(), 2u);
+  EXPECT_EQ(list["items"]["anyOf"][0]["properties"]["name"]["const"], "f");
+  EXPECT_EQ(list["items"]["anyOf"][0]["properties"]["parameters"]["properties"]["x"]["type"],
+            "integer");
+  EXPECT_EQ(list["items"]["anyOf"][1]["properties"]["parameters"]["type"], "object");
+  const OpenAiRequest one = Chat(absl::StrCat(R"({"messages": [], )", tools,
+                                              R"(, "tool_choice": "required", )"
+                                              R"("parallel_tool_calls": false})"));
+  EXPECT_EQ(Json::parse(one.requests[0].sampling().structured_output().json_schema())["maxItems"],
+            1);
+
+  const OpenAiRequest named =
+      Chat(absl::StrCat(R"({"messages": [], )", tools,
+                        R"(, "tool_choice": {"type": "function", "function": {"name": "f"}}})"));
+  EXPECT_EQ(named.forced_tool, "f");
+  EXPECT_EQ(Json::parse(named.requests[0].sampling().structured_output().json_schema()),
+            Json::parse(R"({"type": "object", "properties": {"x": {"type": "integer"}}})"));
+
+  OpenAiResponseBuilder named_builder(named, "chatcmpl-1", "m", 0);
+  named_builder.Add(0, Delta(0, R"({"x": 3})", v1::FINISH_REASON_STOP));
+  Json choice = Json::parse(named_builder.Body())["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_TRUE(choice["message"]["content"].is_null());
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], "f");
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["arguments"], R"({"x":3})");
+
+  OpenAiResponseBuilder required_builder(required, "chatcmpl-2", "m", 0);
+  required_builder.Add(0, Delta(0,
+                                R"([{"name": "g", "parameters": {}}, )"
+                                R"({"name": "f", "parameters": {"x": 1}}])",
+                                v1::FINISH_REASON_STOP));
+  choice = Json::parse(required_builder.Body())["choices"][0];
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 2u);
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], "g");
+  EXPECT_EQ(choice["message"]["tool_calls"][1]["function"]["arguments"], R"({"x":1})");
 }
 
 }  // namespace
