@@ -226,7 +226,7 @@ absl::StatusOr<StepResult> LlamaModelRunner::Sample(const std::vector<RunnerWork
       out.logprob = sample.logprob;
       if (constrained.matcher != nullptr && !constrained.matcher->AcceptToken(sample.token)) {
         return absl::InternalError(absl::StrCat("structured output: sampled token ", sample.token,
-                                                " is not allowed (no token was?)"));
+                                                " is not allowed by the constraint"));
       }
       if (seq.sampling.logprobs) {
         out.rank = TokenRank(row_logits, vocab, sample.token);
