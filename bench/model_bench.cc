@@ -7,6 +7,9 @@
 //   BM_NextToken_Recompute/1000  the same token by recomputing the whole 1,001-token prefix
 //                                (a fresh cache salt each time, so nothing is reused)
 // The last two are the KV cache's reason to exist; their time ratio is the speed-up.
+//   BM_NextToken_Tiered/{device,host_tier,recompute}/1000   on an engine with a small pool and
+//                                a host KV tier: the next token with the context in the pool,
+//                                copied back from the host tier, or recomputed
 //   BM_PrefillOps/L          one L-token prompt (128 ... 8192) in one step, each backend call
 //                            timed (kernels::TimedBackend): the share of each op, Linear's and
 //                            attention's FLOP rates, and the forward's rate against
@@ -19,6 +22,7 @@
 //
 //   build/bench/model_bench --benchmark_min_time=2
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -59,8 +63,9 @@ struct Fixture {
   int64_t next_id = 0;
 };
 
-Fixture& Shared() {
-  static Fixture* fixture = [] {
+// Loads the model into a fresh engine; `adjust` may change the engine's options.
+Fixture* Load(const std::function<void(EngineOptions&, const ModelRunner&)>& adjust) {
+  {
     auto* f = new Fixture;
     absl::StatusOr<CreatedRunner> created =
         CreateLlamaRunner({.model = Env("KVSERVE_MODEL", DefaultModelPath().c_str()),
@@ -86,6 +91,7 @@ Fixture& Shared() {
     options.max_num_seqs = kMaxSeqs;
     options.max_num_batched_tokens = std::min(kMaxPrefill, created->config.max_context);
     options.max_context_len = options.max_num_batched_tokens;
+    if (adjust) adjust(options, *created->runner);
     auto core = EngineCore::Create(options, std::move(created->runner), nullptr, nullptr);
     if (!core.ok()) {
       f->error = std::string(core.status().message());
@@ -93,7 +99,26 @@ Fixture& Shared() {
     }
     f->core = *std::move(core);
     return f;
-  }();
+  }
+}
+
+Fixture& Shared() {
+  static Fixture* fixture = Load(nullptr);
+  return *fixture;
+}
+
+// A second engine with a pool of 72 blocks (1,152 tokens) and a host KV tier of 256 blocks
+// under it (BM_NextToken_Tiered): a 1,150-token prompt takes the whole pool, so it evicts
+// every cached block there.
+constexpr int32_t kTieredPoolBlocks = 72;
+constexpr int32_t kFloodTokens = kTieredPoolBlocks * kBlockSize - 2;
+Fixture& Tiered() {
+  static Fixture* fixture = Load([](EngineOptions& options, const ModelRunner& runner) {
+    options.num_kv_blocks = kTieredPoolBlocks;
+    options.max_num_batched_tokens = 2048;
+    options.max_context_len = 2048;
+    options.host_kv_bytes = 256 * runner.KvBytesPerBlock(kBlockSize);
+  });
   return *fixture;
 }
 
@@ -266,6 +291,61 @@ void BM_NextToken_Recompute(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_NextToken_Recompute)->Arg(1000)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The host KV tier's worth, on the engine with the small pool (Tiered()): the next token after
+// range(0) tokens of context as a new request (the context + 1 token, max_tokens 1: the step
+// computes the tokens after the last cached block and samples), with the context's K/V
+//   device:     still in the pool (a prefix hit attaches them);
+//   host_tier:  evicted to the host tier by a 1,150-token prompt that took the whole pool, so
+//               copied back (counter blocks_copied: 62 when every block came back);
+//   recompute:  nowhere (a fresh cache salt): the whole context is computed again.
+// Before each timed step (not timed) the context is computed and, for host_tier, the flood
+// runs. (host_tier - device) / (recompute - device) is the cost of a host-tier hit as a
+// fraction of recomputing it (RoutingWeights::host_hit_token_cost).
+enum class ContextIn { kDevice, kHostTier, kNowhere };
+
+void BM_NextToken_Tiered(benchmark::State& state, ContextIn where) {
+  Fixture& f = Tiered();
+  if (!f.error.empty()) return state.SkipWithError(f.error.c_str());
+  const int32_t context = static_cast<int32_t>(state.range(0));
+  const std::vector<int32_t> tokens = RandomTokens(context + 1, f.vocab, 7);
+  const std::vector<int32_t> head(tokens.begin(), tokens.end() - 1);
+  int64_t copied = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    // A fresh salt per iteration: nothing of an earlier iteration matches.
+    const std::string salt = absl::StrCat("tiered-", f.next_id);
+    if (!Submit(f, head, 1, salt, state)) break;
+    Finish(f, state);
+    if (where == ContextIn::kHostTier) {
+      const uint32_t seed = 100 + static_cast<uint32_t>(f.next_id);
+      if (!Submit(f, RandomTokens(kFloodTokens, f.vocab, seed), 1, "", state)) break;
+      Finish(f, state);
+    }
+    const int64_t loaded_before = f.core->Stats().host_loaded_blocks;
+    const std::string request_salt = where == ContextIn::kNowhere ? salt + "-cold" : salt;
+    state.ResumeTiming();
+    if (!Submit(f, tokens, 1, request_salt, state) || !Step(f, state)) break;
+    state.PauseTiming();
+    copied += f.core->Stats().host_loaded_blocks - loaded_before;
+    Finish(f, state);
+    state.ResumeTiming();
+  }
+  state.counters["blocks_copied"] =
+      benchmark::Counter(static_cast<double>(copied), benchmark::Counter::kAvgIterations);
+}
+BENCHMARK_CAPTURE(BM_NextToken_Tiered, device, ContextIn::kDevice)
+    ->Arg(1000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_NextToken_Tiered, host_tier, ContextIn::kHostTier)
+    ->Arg(1000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_NextToken_Tiered, recompute, ContextIn::kNowhere)
+    ->Arg(1000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // One L-token prompt prefilled in one step with every backend call timed. Counters: tokens/s
 // (whole step, timed), <op>_% (the op's share of the timed backend time), linear_GFLOP/s,

@@ -307,7 +307,7 @@ async def stream(stub, request, timeout_s):
             "error": error or (None if usage else "NO_USAGE")}
 
 
-async def run_chain(stub, pb, args, chain, start, results):
+async def run_chain(stub, pb, args, chain, start, results, index=0):
     history, last_answer_s = [], 0.0
     for turn in chain.turns:
         send_s = max(turn.arrival_s, last_answer_s + turn.think_s)
@@ -318,7 +318,8 @@ async def run_chain(stub, pb, args, chain, start, results):
         result = await stream(stub, generate_request(pb, args, chain, turn, history),
                               args.request_timeout_s)
         last_answer_s = time.perf_counter() - start
-        result.update(sent_s=sent_s, lag_s=sent_s - turn.arrival_s, done_s=last_answer_s)
+        result.update(sent_s=sent_s, lag_s=sent_s - turn.arrival_s, done_s=last_answer_s,
+                      chain=index)
         results.append(result)
         if chain.chat and result["error"] is None:
             history = history + [("user", turn.text), ("assistant", result["text"])]
@@ -330,7 +331,8 @@ async def run_load(address, pb, args, chains):
     async with grpc.aio.insecure_channel(address) as channel:
         stub = pb["generation_pb2_grpc"].GenerationStub(channel)
         start = time.perf_counter()
-        await asyncio.gather(*(run_chain(stub, pb, args, c, start, results) for c in chains))
+        await asyncio.gather(*(run_chain(stub, pb, args, c, start, results, i)
+                               for i, c in enumerate(chains)))
     return results
 
 

@@ -45,11 +45,23 @@ absl::StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptio
     num_blocks = std::min<int64_t>(num_blocks, 1 << 30);
   }
   runner_config.num_blocks = static_cast<int32_t>(num_blocks) + 1;
+  if (options.host_kv_bytes > 0) {
+    const int64_t block_bytes = std::max<int64_t>(runner->KvBytesPerBlock(options.block_size), 1);
+    const int64_t num_host_blocks = options.host_kv_bytes / block_bytes;
+    if (num_host_blocks < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("host_kv_bytes: ", options.host_kv_bytes,
+                                                     " bytes hold no KV block of ", block_bytes,
+                                                     " bytes"));
+    }
+    runner_config.num_host_blocks =
+        static_cast<int32_t>(std::min<int64_t>(num_host_blocks, 1 << 30));
+  }
   KVSERVE_RETURN_IF_ERROR(runner->Initialize(runner_config));
   absl::StatusOr<std::unique_ptr<KvCacheManager>> manager =
       KvCacheManager::Create({.num_blocks = runner_config.num_blocks,
                               .block_size = options.block_size,
-                              .epoch = options.kv_epoch});
+                              .epoch = options.kv_epoch,
+                              .num_host_blocks = runner_config.num_host_blocks});
   if (!manager.ok()) return manager.status();
   return std::unique_ptr<EngineCore>(
       new EngineCore(options, std::move(runner), *std::move(manager), tokenizer, observer,
@@ -263,6 +275,9 @@ absl::Status EngineCore::Step() {
       metrics.num_seqs = static_cast<int32_t>(plan.sequences.size());
       metrics.num_prefill_attended_tokens = attention.num_prefill_attended_tokens;
       metrics.num_decode_context_tokens = attention.num_decode_context_tokens;
+      for (const HostCopy& copy : plan.host_copies) {
+        ++(copy.to_host ? metrics.num_host_stores : metrics.num_host_loads);
+      }
       metrics.num_running_requests = scheduler_->num_running_requests();
       metrics.num_waiting_requests = scheduler_->num_waiting_requests();
       observer_->OnStep(metrics);
@@ -308,12 +323,17 @@ EngineStats EngineCore::Stats() const {
   stats.evictable_blocks = kv.evictable_blocks;
   stats.used_blocks = kv.used_blocks;
   stats.cached_blocks = kv.cached_blocks;
+  stats.host_blocks = kv.host_blocks;
+  stats.host_cached_blocks = kv.host_cached_blocks;
+  stats.host_stored_blocks = kv.host_stored_blocks;
+  stats.host_loaded_blocks = kv.host_loaded_blocks;
   stats.running_requests = scheduler_->num_running_requests();
   stats.waiting_requests = scheduler_->num_waiting_requests();
   stats.running_sequences = scheduler_->num_running_sequences();
   stats.num_preemptions = scheduler_->num_preemptions();
   stats.prefix_query_tokens = kv.prefix_query_tokens;
   stats.prefix_hit_tokens = kv.prefix_hit_tokens;
+  stats.prefix_host_hit_tokens = kv.prefix_host_hit_tokens;
   stats.num_steps = num_steps_;
   return stats;
 }

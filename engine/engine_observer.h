@@ -26,6 +26,8 @@ struct StepMetrics {
   // sequences, the context length.
   int64_t num_prefill_attended_tokens = 0;
   int64_t num_decode_context_tokens = 0;
+  int32_t num_host_stores = 0;       // blocks copied device -> host tier before the forward
+  int32_t num_host_loads = 0;        // blocks copied host tier -> device before the forward
   int32_t num_running_requests = 0;  // after the step
   int32_t num_waiting_requests = 0;  // after the step
 };
@@ -53,8 +55,9 @@ class EngineObserver {
   // A running sequence was preempted (its blocks freed, it will be recomputed).
   virtual void OnPreemption() {}
   // A sequence was admitted: query_tokens prompt tokens were looked up in the prefix cache,
-  // hit_tokens of them were served from it.
-  virtual void OnPrefixCacheQuery(int64_t /*query_tokens*/, int64_t /*hit_tokens*/) {}
+  // hit_tokens of them were served from it, host_hit_tokens of those from the host tier.
+  virtual void OnPrefixCacheQuery(int64_t /*query_tokens*/, int64_t /*hit_tokens*/,
+                                  int64_t /*host_hit_tokens*/) {}
 };
 
 }  // namespace kvserve

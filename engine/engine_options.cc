@@ -14,6 +14,7 @@ absl::Status EngineOptions::Validate() const {
   }
   if (num_kv_blocks < 0) return bad("num_kv_blocks", "must be >= 0", num_kv_blocks);
   if (kv_memory_bytes < 0) return bad("kv_memory_bytes", "must be >= 0", kv_memory_bytes);
+  if (host_kv_bytes < 0) return bad("host_kv_bytes", "must be >= 0", host_kv_bytes);
   if (max_num_seqs < 1) return bad("max_num_seqs", "must be >= 1", max_num_seqs);
   if (max_num_batched_tokens < max_num_seqs) {
     return bad("max_num_batched_tokens",

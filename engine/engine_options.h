@@ -17,6 +17,9 @@ struct EngineOptions {
   // as many as fit in what ModelRunner::ProfileKvBytes says the device has left.
   int32_t num_kv_blocks = 0;
   int64_t kv_memory_bytes = 0;
+  // Host memory for the host KV tier (kvcache/host_block_pool.h), in bytes of the runner's
+  // blocks (ModelRunner::KvBytesPerBlock: per rank under tensor parallelism); 0: no host tier.
+  int64_t host_kv_bytes = 0;
   int32_t max_num_seqs = 64;             // sequences (choices) running at once
   int32_t max_num_batched_tokens = 512;  // tokens computed per step; >= max_num_seqs
   // Prefill tokens of a step that also decodes (SchedulerConfig); 0: up to the step's budget.

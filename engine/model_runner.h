@@ -21,7 +21,8 @@ namespace kvserve {
 
 struct RunnerConfig {
   int32_t block_size = 16;
-  int32_t num_blocks = 0;  // the null block included
+  int32_t num_blocks = 0;       // the null block included
+  int32_t num_host_blocks = 0;  // blocks of the host KV tier; 0: none
   int32_t max_num_batched_tokens = 0;
   int32_t max_num_seqs = 0;
   int32_t max_context_len = 0;

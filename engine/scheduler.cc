@@ -165,7 +165,7 @@ bool Scheduler::TryAdmit(Sequence* seq, absl::Time now) {
   if (!request->first_scheduled_time.has_value()) request->first_scheduled_time = now;
   if (observer_ != nullptr) {
     observer_->OnPrefixCacheQuery(static_cast<int64_t>(seq->tokens.size()),
-                                  start->num_cached_tokens);
+                                  start->num_cached_tokens, start->num_host_tokens);
   }
   seq->num_computed_tokens = start->num_cached_tokens;
   seq->status = SequenceStatus::kRunning;
@@ -215,6 +215,9 @@ StepPlan Scheduler::Schedule(absl::Time now) {
   }
   for (const auto& [seq, num_tokens] : step_) AddToPlan(seq, num_tokens, &plan);
   step_.clear();
+  // Every allocation above, and those of the last Update (forks), may have evicted blocks to
+  // the host tier; admissions may have hit it.
+  manager_->TakeHostCopies(&plan.host_copies);
   return plan;
 }
 

@@ -9,9 +9,10 @@
 // block ids appended to its table). The runner keeps per-sequence state between steps and drops
 // it for the ids in `released`.
 //
-// Order of work in Execute: forget `released`, copy `block_copies` (every layer, K and V), then
-// one forward over `sequences` in order (each computes its num_scheduled_tokens tokens after its
-// computed ones), then sample the sequences with `sample` set, in order.
+// Order of work in Execute: forget `released`, run `host_copies` in order (blocks between the
+// device pool and the host tier), copy `block_copies` (every layer, K and V), then one forward over
+// `sequences` in order (each computes its num_scheduled_tokens tokens after its computed ones),
+// then sample the sequences with `sample` set, in order.
 //
 // Thread-safety: plain values.
 #ifndef KVSERVE_ENGINE_STEP_PLAN_H_
@@ -21,6 +22,8 @@
 #include <memory>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "kernels/sampling.h"
 #include "kvcache/kv_cache_manager.h"
 #include "kvcache/types.h"
@@ -65,6 +68,7 @@ inline bool IsDecode(const ScheduledSequence& seq) {
 struct StepPlan {
   uint64_t step_id = 0;
   std::vector<SequenceId> released;     // the runner forgets these first
+  std::vector<HostCopy> host_copies;    // then runs these, in order
   std::vector<BlockCopy> block_copies;  // then copies these blocks
   std::vector<ScheduledSequence> sequences;
 
@@ -73,8 +77,27 @@ struct StepPlan {
     for (const ScheduledSequence& seq : sequences) total += seq.num_scheduled_tokens;
     return total;
   }
-  bool empty() const { return sequences.empty() && released.empty() && block_copies.empty(); }
+  bool empty() const {
+    return sequences.empty() && released.empty() && host_copies.empty() && block_copies.empty();
+  }
 };
+
+// OK when every host copy names a device block in [1, num_blocks) and a host block in
+// [0, num_host_blocks); INTERNAL otherwise (a runner checks before copying: a tensor-parallel
+// follower gets plans off the wire).
+inline absl::Status CheckHostCopies(const StepPlan& plan, int32_t num_blocks,
+                                    int32_t num_host_blocks) {
+  for (const HostCopy& copy : plan.host_copies) {
+    if (copy.device <= kNullBlock || copy.device >= num_blocks || copy.host < 0 ||
+        copy.host >= num_host_blocks) {
+      return absl::InternalError(absl::StrCat("step ", plan.step_id, ": host copy of device block ",
+                                              copy.device, " and host block ", copy.host,
+                                              " is out of range (", num_blocks, " device, ",
+                                              num_host_blocks, " host blocks)"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 struct SampledToken {
   SequenceId id = 0;

@@ -26,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 
@@ -303,11 +304,24 @@ class Backend {
   // Returns nullptr when the memory is not there (out of memory).
   virtual void* Allocate(size_t bytes) = 0;
   virtual void Free(void* ptr) = 0;
+  // Host memory that the copies below move blocks to and from (the host KV tier): page-locked
+  // on CUDA, so that copies run at the bus's rate and asynchronously on the stream; plain
+  // 64-byte-aligned memory by default. nullptr when the memory is not there.
+  virtual void* AllocateHost(size_t bytes) {
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    return std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  }
+  virtual void FreeHost(void* ptr) { std::free(ptr); }
   // Copies are ordered with the kernels on the backend's stream. CopyToDevice reads `src`
   // (host) before it returns; CopyToHost's `dst` is complete once Synchronize() returns.
   virtual void CopyToDevice(void* dst, const void* src, size_t bytes) = 0;
   virtual void CopyToHost(void* dst, const void* src, size_t bytes) = 0;
   virtual void CopyOnDevice(void* dst, const void* src, size_t bytes) = 0;
+  // CopyToDevice from AllocateHost memory without waiting: `src` must stay as it is until the
+  // stream reaches the copy (the host KV tier, whose blocks only copies on this stream write).
+  virtual void CopyFromHostAsync(void* dst, const void* src, size_t bytes) {
+    CopyToDevice(dst, src, bytes);
+  }
   virtual void Memset(void* dst, int value, size_t bytes) = 0;
   virtual MemoryInfo GetMemoryInfo() const = 0;
   // True when the kernels read host memory directly (the CPU): data already in host memory,

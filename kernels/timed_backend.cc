@@ -67,6 +67,9 @@ double LinearFlops(const LinearParams& p) {
 void TimedBackend::CopyToDevice(void* dst, const void* src, size_t bytes) {
   Timed(TimedOp::kCopy, 0, [&] { inner_->CopyToDevice(dst, src, bytes); });
 }
+void TimedBackend::CopyFromHostAsync(void* dst, const void* src, size_t bytes) {
+  Timed(TimedOp::kCopy, 0, [&] { inner_->CopyFromHostAsync(dst, src, bytes); });
+}
 void TimedBackend::CopyToHost(void* dst, const void* src, size_t bytes) {
   Timed(TimedOp::kCopy, 0, [&] { inner_->CopyToHost(dst, src, bytes); });
 }

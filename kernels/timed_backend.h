@@ -30,7 +30,7 @@ enum class TimedOp {
   kSiluAndMul,
   kGatherRows,
   kArgmax,
-  kCopy,  // CopyToDevice, CopyToHost, CopyOnDevice, Memset (keep last)
+  kCopy,  // CopyToDevice, CopyFromHostAsync, CopyToHost, CopyOnDevice, Memset (keep last)
 };
 inline constexpr int kNumTimedOps = static_cast<int>(TimedOp::kCopy) + 1;
 const char* TimedOpName(TimedOp op);
@@ -54,6 +54,9 @@ class TimedBackend : public Backend {
   bool MakeCurrent() override { return inner_->MakeCurrent(); }
   void* Allocate(size_t bytes) override { return inner_->Allocate(bytes); }
   void Free(void* ptr) override { inner_->Free(ptr); }
+  void* AllocateHost(size_t bytes) override { return inner_->AllocateHost(bytes); }
+  void FreeHost(void* ptr) override { inner_->FreeHost(ptr); }
+  void CopyFromHostAsync(void* dst, const void* src, size_t bytes) override;
   void CopyToDevice(void* dst, const void* src, size_t bytes) override;
   void CopyToHost(void* dst, const void* src, size_t bytes) override;
   void CopyOnDevice(void* dst, const void* src, size_t bytes) override;

@@ -7,10 +7,11 @@
 
 namespace kvserve {
 
-BlockPool::BlockPool(int num_blocks, int block_size)
+BlockPool::BlockPool(int num_blocks, int block_size, bool keep_parent_hashes)
     : block_size_(block_size),
       blocks_(num_blocks),
       tokens_(static_cast<size_t>(num_blocks) * block_size),
+      parent_hashes_(keep_parent_hashes ? num_blocks : 0),
       free_queue_(num_blocks),
       index_(0, IndexHash{&blocks_}, IndexEq{&blocks_}) {
   assert(num_blocks >= 2 && block_size > 0);
@@ -23,7 +24,7 @@ absl::Span<const TokenId> BlockPool::tokens(BlockId id) const {
   return absl::MakeConstSpan(tokens_.data() + static_cast<size_t>(id) * block_size_, block_size_);
 }
 
-absl::Status BlockPool::Allocate(int n, std::vector<BlockId>* out) {
+absl::Status BlockPool::Allocate(int n, std::vector<BlockId>* out, std::vector<BlockId>* evicted) {
   if (n > free_queue_.size()) {
     return absl::ResourceExhaustedError(
         absl::StrCat("KV cache needs ", n, " free blocks, ", free_queue_.size(), " are free"));
@@ -34,6 +35,7 @@ absl::Status BlockPool::Allocate(int n, std::vector<BlockId>* out) {
     if (block.cached) {
       --num_evictable_;
       Uncache(id);
+      if (evicted != nullptr) evicted->push_back(id);
     }
     ++block.generation;
     block.ref_count = 1;
@@ -80,12 +82,13 @@ bool BlockPool::Matches(BlockId id, absl::Span<const TokenId> tokens, BlockId pa
 }
 
 void BlockPool::Cache(BlockId id, const BlockHash& hash, absl::Span<const TokenId> tokens,
-                      BlockId parent, uint32_t parent_generation) {
+                      BlockId parent, uint32_t parent_generation, const BlockHash& parent_hash) {
   Block& block = blocks_[id];
   assert(block.ref_count > 0);
   assert(!block.cached);
   assert(static_cast<int>(tokens.size()) == block_size_);
   block.hash = hash;
+  if (!parent_hashes_.empty()) parent_hashes_[id] = parent_hash;
   block.parent = parent;
   block.parent_generation = parent_generation;
   block.cached = true;
@@ -159,7 +162,8 @@ absl::Status BlockPool::CheckInvariants() const {
 
 double BlockPool::BookkeepingBytesPerBlock() const {
   const double index_bytes = static_cast<double>(index_.capacity()) * (sizeof(BlockId) + 1);
-  return sizeof(Block) + 2 * sizeof(int) + index_bytes / num_blocks();
+  const double parent_hash_bytes = parent_hashes_.empty() ? 0 : sizeof(BlockHash);
+  return sizeof(Block) + 2 * sizeof(int) + parent_hash_bytes + index_bytes / num_blocks();
 }
 
 }  // namespace kvserve

@@ -39,7 +39,9 @@ namespace kvserve {
 class BlockPool {
  public:
   // REQUIRES: num_blocks >= 2 (null block + one usable), block_size valid (ValidateBlockSize).
-  BlockPool(int num_blocks, int block_size);
+  // With keep_parent_hashes, each cached block also keeps its parent's hash (16 more bytes per
+  // block), for a host tier that stores evicted blocks.
+  BlockPool(int num_blocks, int block_size, bool keep_parent_hashes = false);
 
   BlockPool(const BlockPool&) = delete;
   BlockPool& operator=(const BlockPool&) = delete;
@@ -52,16 +54,21 @@ class BlockPool {
 
   int ref_count(BlockId id) const { return blocks_[id].ref_count; }
   bool is_cached(BlockId id) const { return blocks_[id].cached; }
-  // REQUIRES: is_cached(id).
+  // REQUIRES: is_cached(id), or id reported evicted by the last Allocate.
   const BlockHash& hash(BlockId id) const { return blocks_[id].hash; }
+  // The hash of the block this one was chained from (BlockHash{} for a first block). REQUIRES:
+  // as hash(), and keep_parent_hashes.
+  const BlockHash& parent_hash(BlockId id) const { return parent_hashes_[id]; }
   uint32_t generation(BlockId id) const { return blocks_[id].generation; }
-  // Stored token ids of a cached block. REQUIRES: is_cached(id).
+  // Stored token ids of a cached block. REQUIRES: as hash().
   absl::Span<const TokenId> tokens(BlockId id) const;
 
   // Hands out `n` blocks with ref count 1, appending them to `*out`, taking the free queue's
   // head first (evicting cached blocks, with kRemoved events). All or nothing: returns
-  // RESOURCE_EXHAUSTED and changes nothing when fewer than `n` blocks are free.
-  absl::Status Allocate(int n, std::vector<BlockId>* out);
+  // RESOURCE_EXHAUSTED and changes nothing when fewer than `n` blocks are free. When `evicted`
+  // is given, the handed-out blocks that were cached are appended to it: their hash, parent
+  // hash and tokens stay readable until they are cached again (a host tier copies them out).
+  absl::Status Allocate(int n, std::vector<BlockId>* out, std::vector<BlockId>* evicted = nullptr);
   // Adds a reference to a block (a free cached block leaves the free queue). REQUIRES: id != 0
   // and (ref_count(id) > 0 or is_cached(id)).
   void Acquire(BlockId id);
@@ -75,11 +82,11 @@ class BlockPool {
   // `parent_generation` (kNullBlock / 0 for a first block).
   bool Matches(BlockId id, absl::Span<const TokenId> tokens, BlockId parent,
                uint32_t parent_generation) const;
-  // Enters in-use block `id` in the index under `hash`, storing its tokens and parent link;
-  // emits kStored. REQUIRES: ref_count(id) > 0, !is_cached(id), FindHash(hash) == kNullBlock,
-  // tokens.size() == block_size().
+  // Enters in-use block `id` in the index under `hash`, storing its tokens, its parent link and
+  // the parent's hash (kept only with keep_parent_hashes); emits kStored. REQUIRES: ref_count(id) >
+  // 0, !is_cached(id), FindHash(hash) == kNullBlock, tokens.size() == block_size().
   void Cache(BlockId id, const BlockHash& hash, absl::Span<const TokenId> tokens, BlockId parent,
-             uint32_t parent_generation);
+             uint32_t parent_generation, const BlockHash& parent_hash);
 
   // Drops free cached block `id` from the index (kRemoved) and moves it to the free queue's
   // head. Used to replace an entry that can no longer be matched. REQUIRES: is_cached(id),
@@ -137,8 +144,9 @@ class BlockPool {
   void Uncache(BlockId id);
 
   const int block_size_;
-  std::vector<Block> blocks_;    // [num_blocks]
-  std::vector<TokenId> tokens_;  // [num_blocks, block_size]; valid for cached blocks
+  std::vector<Block> blocks_;             // [num_blocks]
+  std::vector<TokenId> tokens_;           // [num_blocks, block_size]; valid for cached blocks
+  std::vector<BlockHash> parent_hashes_;  // [num_blocks] with keep_parent_hashes, else empty
   FreeBlockQueue free_queue_;
   absl::flat_hash_set<BlockId, IndexHash, IndexEq> index_;
   int num_evictable_ = 0;

@@ -30,6 +30,10 @@ absl::Status KvCacheConfig::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "num_blocks must be >= 2 (block 0 is the reserved null block), got ", num_blocks));
   }
+  if (num_host_blocks < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_host_blocks must be >= 0, got ", num_host_blocks));
+  }
   return ValidateBlockSize(block_size);
 }
 
@@ -42,36 +46,75 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(
 KvCacheManager::KvCacheManager(const KvCacheConfig& config)
     : block_size_(config.block_size),
       epoch_(EpochOrRandom(config.epoch)),
-      pool_(config.num_blocks, config.block_size) {}
+      pool_(config.num_blocks, config.block_size, config.num_host_blocks > 0),
+      host_(config.num_host_blocks > 0
+                ? std::make_unique<HostBlockPool>(config.num_host_blocks, config.block_size)
+                : nullptr) {}
 
-template <typename Fn>
+template <typename DeviceFn, typename HostFn>
 void KvCacheManager::MatchPrefix(absl::Span<const TokenId> prompt, std::string_view cache_salt,
-                                 Fn fn) const {
+                                 DeviceFn on_device, HostFn on_host) const {
   if (prompt.empty()) return;
   const size_t max_blocks = (prompt.size() - 1) / block_size_;
   BlockHash hash;
   BlockId parent = kNullBlock;
   uint32_t parent_generation = pool_.generation(kNullBlock);
+  bool on_device_tier = true;
   for (size_t i = 0; i < max_blocks; ++i) {
     const absl::Span<const TokenId> tokens = prompt.subspan(i * block_size_, block_size_);
-    hash = HashBlock(hash, tokens, i == 0 ? cache_salt : std::string_view());
-    const BlockId block = pool_.FindHash(hash);
-    if (block == kNullBlock || !pool_.Matches(block, tokens, parent, parent_generation)) return;
-    fn(block, hash);
-    parent = block;
-    parent_generation = pool_.generation(block);
+    const BlockHash parent_hash = hash;
+    hash = HashBlock(parent_hash, tokens, i == 0 ? cache_salt : std::string_view());
+    if (on_device_tier) {
+      const BlockId block = pool_.FindHash(hash);
+      if (block != kNullBlock && pool_.Matches(block, tokens, parent, parent_generation)) {
+        on_device(block, hash);
+        parent = block;
+        parent_generation = pool_.generation(block);
+        continue;
+      }
+      on_device_tier = false;  // the chain may go on in the host tier, never back on the device
+    }
+    if (host_ == nullptr) return;
+    const HostBlockId host = host_->Find(hash, parent_hash, tokens);
+    if (host == kNoHostBlock) return;
+    on_host(host);
   }
 }
 
 PrefixMatch KvCacheManager::FindCachedPrefix(absl::Span<const TokenId> prompt,
                                              std::string_view cache_salt) const {
   PrefixMatch match;
-  MatchPrefix(prompt, cache_salt, [&](BlockId block, const BlockHash&) {
-    ++match.num_blocks;
-    match.num_evictable_blocks += pool_.ref_count(block) == 0;
-  });
+  MatchPrefix(
+      prompt, cache_salt,
+      [&](BlockId block, const BlockHash&) {
+        ++match.num_blocks;
+        match.num_evictable_blocks += pool_.ref_count(block) == 0;
+      },
+      [&](HostBlockId) {
+        ++match.num_blocks;
+        ++match.num_host_blocks;
+      });
   match.num_tokens = match.num_blocks * block_size_;
   return match;
+}
+
+absl::Status KvCacheManager::AllocateBlocks(int n, std::vector<BlockId>* out) {
+  if (host_ == nullptr) return pool_.Allocate(n, out);
+  evicted_.clear();
+  KVSERVE_RETURN_IF_ERROR(pool_.Allocate(n, out, &evicted_));
+  for (BlockId block : evicted_) {
+    const HostBlockId host =
+        host_->Store(pool_.hash(block), pool_.parent_hash(block), pool_.tokens(block));
+    if (host == kNoHostBlock) continue;  // already there, or every entry is pinned
+    host_copies_.push_back(HostCopy{.to_host = true, .device = block, .host = host});
+    ++host_stored_blocks_;
+  }
+  return absl::OkStatus();
+}
+
+void KvCacheManager::TakeHostCopies(std::vector<HostCopy>* copies) {
+  copies->clear();
+  copies->swap(host_copies_);
 }
 
 absl::StatusOr<KvCacheManager::Sequence*> KvCacheManager::Find(SequenceId id) {
@@ -128,37 +171,60 @@ absl::StatusOr<SequenceStart> KvCacheManager::AddSequence(SequenceId id,
   }
   Sequence& seq = NewSequence(id);
   int num_evictable_hits = 0;
-  MatchPrefix(prompt, cache_salt, [&](BlockId block, const BlockHash& hash) {
-    seq.block_table.push_back(block);
-    seq.hashes.push_back(hash);
-    num_evictable_hits += pool_.ref_count(block) == 0;
-  });
-  const int num_cached_blocks = static_cast<int>(seq.block_table.size());
-  const int num_cached_tokens = num_cached_blocks * block_size_;
+  host_hits_.clear();
+  MatchPrefix(
+      prompt, cache_salt,
+      [&](BlockId block, const BlockHash& hash) {
+        seq.block_table.push_back(block);
+        seq.hashes.push_back(hash);
+        num_evictable_hits += pool_.ref_count(block) == 0;
+      },
+      [&](HostBlockId host) { host_hits_.push_back(host); });
+  const int num_device_blocks = static_cast<int>(seq.block_table.size());
+  const int num_host_blocks = static_cast<int>(host_hits_.size());
+  const int num_cached_tokens = (num_device_blocks + num_host_blocks) * block_size_;
   const int num_new_tokens =
       std::min<int64_t>(max_new_tokens, static_cast<int64_t>(prompt.size()) - num_cached_tokens);
-  const int num_new_blocks = BlocksFor(num_cached_tokens + num_new_tokens) - num_cached_blocks;
+  // Host hits need device blocks like new tokens do.
+  const int num_new_blocks = BlocksFor(num_cached_tokens + num_new_tokens) - num_device_blocks;
   if (num_new_blocks + num_evictable_hits > pool_.num_free_blocks()) {
     RecycleSequence(id);
     return absl::ResourceExhaustedError(
         absl::StrCat("sequence ", id, " needs ", num_new_blocks + num_evictable_hits,
                      " free blocks, ", pool_.num_free_blocks(), " are free"));
   }
-  // Attach the hits before allocating, so that allocation cannot evict them.
+  // Attach the hits before allocating, so that allocation cannot evict them, and pin the host
+  // hits, so that the copies to the host that allocation records cannot take their entries.
   for (BlockId block : seq.block_table) pool_.Acquire(block);
+  for (HostBlockId host : host_hits_) host_->Pin(host);
   // Cannot fail: the check above counted the free blocks.
-  [[maybe_unused]] absl::Status allocated = pool_.Allocate(num_new_blocks, &seq.block_table);
+  [[maybe_unused]] absl::Status allocated = AllocateBlocks(num_new_blocks, &seq.block_table);
   assert(allocated.ok());
+  for (int j = 0; j < num_host_blocks; ++j) {
+    host_copies_.push_back(HostCopy{
+        .to_host = false, .device = seq.block_table[num_device_blocks + j], .host = host_hits_[j]});
+  }
+  if (host_ != nullptr) host_->UnpinAll();  // the loads are recorded before any later store
   seq.cache_salt.assign(cache_salt);
   seq.tokens.assign(prompt.begin(), prompt.end());
-  seq.num_computed_tokens = num_cached_tokens;
-  if (num_cached_blocks > 0) {
-    seq.chain_parent = seq.block_table[num_cached_blocks - 1];
+  seq.num_computed_tokens = num_device_blocks * block_size_;
+  if (num_device_blocks > 0) {
+    seq.chain_parent = seq.block_table[num_device_blocks - 1];
     seq.chain_parent_generation = pool_.generation(seq.chain_parent);
+  }
+  if (num_host_blocks > 0) {
+    // The loaded blocks count as computed from here on (the runner fills them before the
+    // step's forward) and enter the device's prefix cache like computed ones.
+    seq.num_computed_tokens = num_cached_tokens;
+    CacheFullBlocks(seq);
   }
   prefix_query_tokens_ += static_cast<int64_t>(prompt.size());
   prefix_hit_tokens_ += num_cached_tokens;
-  return SequenceStart{num_cached_tokens, num_new_tokens};
+  prefix_host_hit_tokens_ += int64_t{num_host_blocks} * block_size_;
+  host_loaded_blocks_ += num_host_blocks;
+  return SequenceStart{.num_cached_tokens = num_cached_tokens,
+                       .num_host_tokens = num_host_blocks * block_size_,
+                       .num_new_tokens = num_new_tokens};
 }
 
 absl::Status KvCacheManager::AppendTokens(SequenceId id, absl::Span<const TokenId> tokens) {
@@ -179,7 +245,7 @@ absl::Status KvCacheManager::AllocateSlots(SequenceId id, int num_new_tokens) {
   const int num_new_blocks =
       BlocksFor(static_cast<int>(end)) - static_cast<int>(seq.block_table.size());
   if (num_new_blocks <= 0) return absl::OkStatus();
-  return pool_.Allocate(num_new_blocks, &seq.block_table);
+  return AllocateBlocks(num_new_blocks, &seq.block_table);
 }
 
 absl::Status KvCacheManager::CommitComputed(SequenceId id, int num_tokens) {
@@ -218,7 +284,8 @@ void KvCacheManager::CacheFullBlocks(Sequence& seq) {
       // A free entry under this hash that no lookup along this chain can match (a collision,
       // or an equal block whose parent was evicted) is replaced by ours.
       if (existing != kNullBlock) pool_.Evict(existing);
-      pool_.Cache(own, hash, tokens, seq.chain_parent, seq.chain_parent_generation);
+      pool_.Cache(own, hash, tokens, seq.chain_parent, seq.chain_parent_generation,
+                  i == 0 ? BlockHash{} : seq.hashes[i - 1]);
     }
     // Otherwise the entry is in use; our block stays uncached and later blocks chain from it.
     seq.chain_parent = chain;
@@ -240,7 +307,7 @@ absl::StatusOr<std::optional<BlockCopy>> KvCacheManager::ForkSequence(SequenceId
   table.assign(from.block_table.begin(), from.block_table.begin() + num_full);
   std::optional<BlockCopy> copy;
   if (has_partial) {
-    if (absl::Status status = pool_.Allocate(1, &table); !status.ok()) {
+    if (absl::Status status = AllocateBlocks(1, &table); !status.ok()) {
       RecycleSequence(dst);
       return status;
     }
@@ -306,11 +373,23 @@ KvCacheStats KvCacheManager::Stats() const {
   stats.num_sequences = static_cast<int>(slot_of_.size());
   stats.prefix_query_tokens = prefix_query_tokens_;
   stats.prefix_hit_tokens = prefix_hit_tokens_;
+  stats.prefix_host_hit_tokens = prefix_host_hit_tokens_;
+  if (host_ != nullptr) {
+    stats.host_blocks = host_->num_blocks();
+    stats.host_cached_blocks = host_->num_cached_blocks();
+  }
+  stats.host_stored_blocks = host_stored_blocks_;
+  stats.host_loaded_blocks = host_loaded_blocks_;
   return stats;
 }
 
 void KvCacheManager::DrainEvents(KvEventBatch* batch) {
   pool_.TakeEvents(&batch->events);
+  if (host_ != nullptr && !host_->pending_events().empty()) {
+    // Each tier is its own set, so the host tier's events may follow the device's.
+    host_->TakeEvents(&host_events_);
+    batch->events.insert(batch->events.end(), host_events_.begin(), host_events_.end());
+  }
   batch->epoch = epoch_;
   batch->sequence_number = batch->events.empty() ? 0 : ++last_sequence_number_;
 }
@@ -327,12 +406,26 @@ KvSnapshot KvCacheManager::Snapshot() const {
       hashes.insert(it->hash);
     }
   }
-  KvSnapshot snapshot{epoch_, last_sequence_number_, {hashes.begin(), hashes.end()}};
+  KvSnapshot snapshot{epoch_, last_sequence_number_, {hashes.begin(), hashes.end()}, {}};
+  if (host_ != nullptr) {
+    absl::flat_hash_set<BlockHash> host_hashes;
+    host_->ForEachCachedHash([&](const BlockHash& hash) { host_hashes.insert(hash); });
+    const absl::Span<const KvEvent> host_pending = host_->pending_events();
+    for (auto it = host_pending.rbegin(); it != host_pending.rend(); ++it) {
+      if (it->kind == KvEventKind::kStored) {
+        host_hashes.erase(it->hash);
+      } else {
+        host_hashes.insert(it->hash);
+      }
+    }
+    snapshot.host_hashes.assign(host_hashes.begin(), host_hashes.end());
+  }
   return snapshot;
 }
 
 absl::Status KvCacheManager::CheckInvariants() const {
   KVSERVE_RETURN_IF_ERROR(pool_.CheckInvariants());
+  if (host_ != nullptr) KVSERVE_RETURN_IF_ERROR(host_->CheckInvariants());
   std::vector<int> holders(pool_.num_blocks(), 0);
   for (const auto& [id, slot] : slot_of_) {
     const Sequence& seq = *sequences_[slot];

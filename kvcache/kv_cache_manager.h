@@ -13,6 +13,16 @@
 //   finish:  FreeSequence(id) (also for preemption by recompute); ForkSequence for n > 1.
 // Every call that needs blocks is all or nothing: on RESOURCE_EXHAUSTED nothing has changed.
 //
+// With a host tier (KvCacheConfig::num_host_blocks > 0, host_block_pool.h) a cached block the
+// pool hands out for other tokens is kept in host memory instead of being dropped, and a prompt
+// whose hash chain continues there after the device's cached prefix gets new device blocks that
+// are filled from the host instead of being computed. Both kinds of copy are recorded as
+// HostCopy entries in the order they happen; TakeHostCopies hands them over, and the runner must
+// run them in that order before the step's forward (step_plan.h). Recording order makes every
+// copy read what it should: an eviction to the host reads the device block before any later
+// copy or forward overwrites it, and a load reads a host entry before any later eviction reuses
+// it (the entries a prompt hits are pinned while AddSequence allocates its blocks).
+//
 // Choices worth knowing:
 // - The last token of a prompt is never served from the cache, even when the whole prompt is
 //   cached: the step needs the logits of that position, so at least one token is computed.
@@ -50,30 +60,35 @@
 #include "absl/types/span.h"
 #include "kvcache/block_hash.h"
 #include "kvcache/block_pool.h"
+#include "kvcache/host_block_pool.h"
 #include "kvcache/kv_events.h"
 #include "kvcache/types.h"
 
 namespace kvserve {
 
 struct KvCacheConfig {
-  int num_blocks = 0;   // null block included, so num_blocks - 1 are usable; at least 2
-  int block_size = 16;  // tokens per block; see ValidateBlockSize
-  uint64_t epoch = 0;   // event epoch; 0 draws a random non-zero one
+  int num_blocks = 0;       // null block included, so num_blocks - 1 are usable; at least 2
+  int block_size = 16;      // tokens per block; see ValidateBlockSize
+  uint64_t epoch = 0;       // event epoch; 0 draws a random non-zero one
+  int num_host_blocks = 0;  // blocks of the host tier; 0: no host tier
 
   absl::Status Validate() const;
 };
 
 // Result of a prefix lookup: the leading `num_tokens` (= num_blocks * block_size) prompt tokens
-// are cached; `num_evictable_blocks` of those blocks are free now, so attaching them lowers the
-// free count by that much.
+// are cached; the last `num_host_blocks` of those blocks only in the host tier (each needs a
+// free device block to be copied into); `num_evictable_blocks` of the device ones are free now,
+// so attaching them lowers the free count by that much.
 struct PrefixMatch {
   int num_blocks = 0;
   int num_tokens = 0;
   int num_evictable_blocks = 0;
+  int num_host_blocks = 0;
 };
 
 struct SequenceStart {
   int num_cached_tokens = 0;  // served from the prefix cache, already computed
+  int num_host_tokens = 0;    // of those, copied back from the host tier
   int num_new_tokens = 0;     // slots reserved for tokens num_cached_tokens.. onwards
 };
 
@@ -84,6 +99,14 @@ struct BlockCopy {
   friend bool operator==(const BlockCopy&, const BlockCopy&) = default;
 };
 
+// A block copied between the device pool and the host tier (every layer, K and V).
+struct HostCopy {
+  bool to_host = true;  // device -> host (an evicted cached block); else host -> device (a hit)
+  BlockId device = kNullBlock;
+  HostBlockId host = kNoHostBlock;
+  friend bool operator==(const HostCopy&, const HostCopy&) = default;
+};
+
 struct KvCacheStats {
   int total_blocks = 0;      // usable blocks (null block excluded)
   int free_blocks = 0;       // ref count 0, evictable ones included
@@ -91,8 +114,13 @@ struct KvCacheStats {
   int used_blocks = 0;       // held by at least one sequence
   int cached_blocks = 0;     // in the prefix-cache index (used or free)
   int num_sequences = 0;
-  int64_t prefix_query_tokens = 0;  // prompt tokens looked up by AddSequence
-  int64_t prefix_hit_tokens = 0;    // of those, served from the cache
+  int64_t prefix_query_tokens = 0;     // prompt tokens looked up by AddSequence
+  int64_t prefix_hit_tokens = 0;       // of those, served from the cache (either tier)
+  int64_t prefix_host_hit_tokens = 0;  // of those, copied back from the host tier
+  int host_blocks = 0;                 // blocks of the host tier (0: none)
+  int host_cached_blocks = 0;          // of those, holding a block
+  int64_t host_stored_blocks = 0;      // copies device -> host so far
+  int64_t host_loaded_blocks = 0;      // copies host -> device so far
 };
 
 class KvCacheManager {
@@ -151,13 +179,19 @@ class KvCacheManager {
 
   KvCacheStats Stats() const;
 
+  // Moves the host-tier copies recorded since the last call into `*copies` (cleared first),
+  // in the order the runner must run them. Always empty without a host tier.
+  void TakeHostCopies(std::vector<HostCopy>* copies);
+
   // Hands the events recorded since the last call to `*batch` (storage is reused).
   void DrainEvents(KvEventBatch* batch);
   // The cached hashes as of the last drained batch (pending events are not included).
   KvSnapshot Snapshot() const;
 
-  // The pool, read-only: for tests, metrics and debugging.
+  // The pools, read-only: for tests, metrics and debugging. host_pool() is null without a
+  // host tier.
   const BlockPool& pool() const { return pool_; }
+  const HostBlockPool* host_pool() const { return host_.get(); }
   // OK when the pool's invariants hold and every block's ref count equals the number of block
   // tables that hold it. O(blocks + table entries); for tests and debug builds.
   absl::Status CheckInvariants() const;
@@ -175,9 +209,13 @@ class KvCacheManager {
 
   KvCacheManager(const KvCacheConfig& config);
 
-  // Walks the cached prefix of `prompt`; calls fn(block, hash) per hit block, in order.
-  template <typename Fn>
-  void MatchPrefix(absl::Span<const TokenId> prompt, std::string_view cache_salt, Fn fn) const;
+  // Walks the cached prefix of `prompt`: calls on_device(block, hash) per device hit, in order,
+  // then on_host(host_block) per host-tier hit that continues the chain.
+  template <typename DeviceFn, typename HostFn>
+  void MatchPrefix(absl::Span<const TokenId> prompt, std::string_view cache_salt,
+                   DeviceFn on_device, HostFn on_host) const;
+  // pool_.Allocate, recording a copy to the host tier for each cached block it evicts.
+  absl::Status AllocateBlocks(int n, std::vector<BlockId>* out);
   absl::StatusOr<Sequence*> Find(SequenceId id);
   absl::StatusOr<const Sequence*> Find(SequenceId id) const;
   Sequence& NewSequence(SequenceId id);
@@ -188,12 +226,20 @@ class KvCacheManager {
   const int block_size_;
   const uint64_t epoch_;
   BlockPool pool_;
+  std::unique_ptr<HostBlockPool> host_;               // null without a host tier
+  std::vector<HostCopy> host_copies_;                 // recorded since the last TakeHostCopies
+  std::vector<BlockId> evicted_;                      // scratch of AllocateBlocks
+  std::vector<HostBlockId> host_hits_;                // scratch of AddSequence
+  std::vector<KvEvent> host_events_;                  // scratch of DrainEvents
   std::vector<std::unique_ptr<Sequence>> sequences_;  // slab, reused; stable addresses
   std::vector<int> free_sequence_slots_;              // unused entries of sequences_
   absl::flat_hash_map<SequenceId, int> slot_of_;      // live sequence -> sequences_ index
   uint64_t last_sequence_number_ = 0;
   int64_t prefix_query_tokens_ = 0;
   int64_t prefix_hit_tokens_ = 0;
+  int64_t prefix_host_hit_tokens_ = 0;
+  int64_t host_stored_blocks_ = 0;
+  int64_t host_loaded_blocks_ = 0;
 };
 
 }  // namespace kvserve

@@ -79,6 +79,53 @@ void KvPool::CopyBlock(int32_t src, int32_t dst) {
   }
 }
 
+absl::StatusOr<std::unique_ptr<HostKvPool>> HostKvPool::Create(KvPool* device, int32_t num_blocks) {
+  if (num_blocks < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("host KV tier: num_blocks must be >= 1, got ", num_blocks));
+  }
+  const int64_t bytes = int64_t{num_blocks} * device->layout().bytes_per_block();
+  void* memory = device->backend()->AllocateHost(static_cast<size_t>(bytes));
+  if (memory == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate the host KV tier of ",
+                                                     num_blocks, " blocks (", bytes, " bytes)"));
+  }
+  return std::unique_ptr<HostKvPool>(
+      new HostKvPool(device, num_blocks, static_cast<char*>(memory)));
+}
+
+HostKvPool::HostKvPool(KvPool* device, int32_t num_blocks, char* memory)
+    : device_(device),
+      num_blocks_(num_blocks),
+      block_bytes_(device->layout().bytes_per_block()),
+      memory_(memory) {}
+
+HostKvPool::~HostKvPool() { device_->backend()->FreeHost(memory_); }
+
+void HostKvPool::Store(int32_t block, int32_t host) {
+  const int64_t bytes = device_->layout().bytes_per_block_per_pool();
+  char* out = memory_ + host * block_bytes_;
+  for (int32_t layer = 0; layer < device_->layout().num_layers; ++layer) {
+    const kernels::PagedKvView view = device_->Layer(layer);
+    for (const void* pool : {view.k, view.v}) {
+      device_->backend()->CopyToHost(out, static_cast<const char*>(pool) + block * bytes, bytes);
+      out += bytes;
+    }
+  }
+}
+
+void HostKvPool::Load(int32_t host, int32_t block) {
+  const int64_t bytes = device_->layout().bytes_per_block_per_pool();
+  const char* in = memory_ + host * block_bytes_;
+  for (int32_t layer = 0; layer < device_->layout().num_layers; ++layer) {
+    const kernels::PagedKvView view = device_->Layer(layer);
+    for (void* pool : {view.k, view.v}) {
+      device_->backend()->CopyFromHostAsync(static_cast<char*>(pool) + block * bytes, in, bytes);
+      in += bytes;
+    }
+  }
+}
+
 void KvPool::Clear() { backend_->Memset(memory_.data(), 0, memory_.bytes()); }
 
 }  // namespace kvserve

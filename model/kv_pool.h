@@ -70,6 +70,37 @@ class KvPool {
   DeviceBuffer memory_;  // [num_layers][K, V][num_blocks, kv_heads, block_size, head_dim]
 };
 
+// The memory of the host KV tier (kvcache/host_block_pool.h decides what it holds): num_blocks
+// blocks of a device pool's layout, host block h at h * block_bytes(), laid out
+// [num_layers][K, V][kv_heads, block_size, head_dim], in the backend's host memory (page-locked
+// on CUDA). Copies go through the backend's stream, so they are ordered with the kernels.
+// Thread-safety: as KvPool.
+class HostKvPool {
+ public:
+  // RESOURCE_EXHAUSTED when the host has not the memory; INVALID_ARGUMENT for num_blocks < 1.
+  // REQUIRES: device outlives the pool.
+  static absl::StatusOr<std::unique_ptr<HostKvPool>> Create(KvPool* device, int32_t num_blocks);
+  ~HostKvPool();
+  HostKvPool(const HostKvPool&) = delete;
+  HostKvPool& operator=(const HostKvPool&) = delete;
+
+  int32_t num_blocks() const { return num_blocks_; }
+  int64_t block_bytes() const { return block_bytes_; }
+
+  // Copies device block `block` into host block `host` (every layer, K and V): Store; and the
+  // other way: Load. REQUIRES: both ids in range (the device's null block excluded).
+  void Store(int32_t block, int32_t host);
+  void Load(int32_t host, int32_t block);
+
+ private:
+  HostKvPool(KvPool* device, int32_t num_blocks, char* memory);
+
+  KvPool* device_;
+  int32_t num_blocks_;
+  int64_t block_bytes_;  // all layers, K and V
+  char* memory_;         // [num_blocks, block_bytes]
+};
+
 }  // namespace kvserve
 
 #endif  // KVSERVE_MODEL_KV_POOL_H_

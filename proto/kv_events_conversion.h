@@ -19,6 +19,10 @@ namespace kvserve {
 
 void ToProto(const BlockHash& hash, kvserve::v1::BlockHash* proto);
 BlockHash FromProto(const kvserve::v1::BlockHash& proto);
+kvserve::v1::KvTier ToProto(KvTier tier);
+// A tier this build does not know (a newer worker's, slower than the pool) reads as the host
+// tier: the router credits its hits as copies, never as free device hits.
+KvTier FromProto(kvserve::v1::KvTier tier);
 
 // An event batch as one proto batch: consecutive events of one kind become one KvEvent; every
 // stored block holds block_size tokens.

@@ -47,8 +47,9 @@ absl::Status ClusterBooks::AddWorker(const std::string& worker_id) {
         absl::StrCat("at most ", WorkerMask::kMaxWorkers, " workers can be registered"));
   }
   const int slot = static_cast<int>(free_slot - workers_.begin());
-  *free_slot = std::make_unique<WorkerBooks>(worker_id, slot, options_.block_size,
-                                             options_.reports_to_cover_reservation, &index_);
+  *free_slot =
+      std::make_unique<WorkerBooks>(worker_id, slot, options_.block_size,
+                                    options_.reports_to_cover_reservation, &index_, &host_index_);
   slot_of_.emplace(worker_id, slot);
   last_chosen_[slot] = 0;
   return absl::OkStatus();
@@ -62,6 +63,7 @@ absl::Status ClusterBooks::RemoveWorker(const std::string& worker_id) {
   }
   const int slot = it->second;
   index_.ClearWorker(slot);
+  host_index_.ClearWorker(slot);
   absl::erase_if(reserved_on_, [slot](const auto& entry) { return entry.second == slot; });
   workers_[slot].reset();
   slot_of_.erase(it);
@@ -167,6 +169,11 @@ RoutingDecision ClusterBooks::Decide(const PreparedRoute& prepared, int* chosen_
     candidates.Set(books->slot());
   }
   index_.MatchPrefix(prepared.block_hashes, candidates, &matched_);
+  // A worker's chain goes on in its host tier where its pool's match ends (kv_cache_manager.h).
+  host_matched_.assign(WorkerMask::kMaxWorkers, 0);
+  candidates.ForEach([&](int slot) {
+    host_matched_[slot] = host_index_.CountRun(slot, prepared.block_hashes, matched_[slot]);
+  });
 
   loads_.clear();
   load_slots_.clear();
@@ -182,6 +189,7 @@ RoutingDecision ClusterBooks::Decide(const PreparedRoute& prepared, int* chosen_
                                 .outstanding_requests = books.outstanding_requests(),
                                 .max_waiting_requests = capacity.max_waiting_requests,
                                 .matched_blocks = matched_[slot],
+                                .host_matched_blocks = host_matched_[slot],
                                 .last_chosen = last_chosen_[slot]});
     load_slots_.push_back(slot);
   });
@@ -197,7 +205,8 @@ RoutingDecision ClusterBooks::Decide(const PreparedRoute& prepared, int* chosen_
 
   *chosen_slot = load_slots_[choice.index];
   decision.worker_id = workers_[*chosen_slot]->worker_id();
-  decision.cached_tokens = choice.chosen.cached_blocks * options_.block_size;
+  decision.cached_tokens =
+      (choice.chosen.cached_blocks + choice.chosen.host_cached_blocks) * options_.block_size;
   decision.cost = choice.chosen.cost;
   decision.charged_blocks = choice.chosen.charged_blocks;
   return decision;
@@ -261,6 +270,7 @@ std::vector<WorkerSummary> ClusterBooks::Workers() const {
                                       .sync = books->sync_state(),
                                       .capacity = books->capacity(),
                                       .cached_blocks = books->cached_blocks(),
+                                      .host_cached_blocks = books->host_cached_blocks(),
                                       .reserved_blocks = books->reserved_blocks(),
                                       .outstanding_requests = books->outstanding_requests(),
                                       .last_report = books->last_report()});

@@ -90,7 +90,8 @@ struct WorkerSummary {
   bool capacity_known = false;      // a capacity report arrived
   KvSyncState sync = KvSyncState::kAwaitingSnapshot;
   WorkerCapacity capacity;
-  int64_t cached_blocks = 0;
+  int64_t cached_blocks = 0;       // hashes in the router's index of its pool
+  int64_t host_cached_blocks = 0;  // and of its host tier
   int64_t reserved_blocks = 0;
   int outstanding_requests = 0;
   absl::Time last_report = absl::InfinitePast();  // the last status message applied
@@ -164,7 +165,8 @@ class ClusterBooks {
   const RouterCoreOptions options_;
 
   mutable absl::Mutex mu_;
-  PrefixIndex index_ ABSL_GUARDED_BY(mu_);
+  PrefixIndex index_ ABSL_GUARDED_BY(mu_);       // blocks in the workers' pools
+  PrefixIndex host_index_ ABSL_GUARDED_BY(mu_);  // blocks in their host tiers
   // Indexed by slot; null where no worker is registered.
   std::array<std::unique_ptr<WorkerBooks>, WorkerMask::kMaxWorkers> workers_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, int> slot_of_ ABSL_GUARDED_BY(mu_);
@@ -178,6 +180,7 @@ class ClusterBooks {
   std::array<uint64_t, WorkerMask::kMaxWorkers> last_chosen_ ABSL_GUARDED_BY(mu_) = {};
   // Scratch for Decide, reused to avoid allocating per decision.
   mutable std::vector<int> matched_ ABSL_GUARDED_BY(mu_);
+  mutable std::vector<int> host_matched_ ABSL_GUARDED_BY(mu_);
   mutable std::vector<WorkerLoad> loads_ ABSL_GUARDED_BY(mu_);
   mutable std::vector<int> load_slots_ ABSL_GUARDED_BY(mu_);
 };

@@ -79,4 +79,12 @@ int PrefixIndex::MatchPrefix(absl::Span<const BlockHash> prompt_hashes,
   return longest;
 }
 
+int PrefixIndex::CountRun(int slot, absl::Span<const BlockHash> prompt_hashes, int from) const {
+  int count = 0;
+  for (size_t i = static_cast<size_t>(from); i < prompt_hashes.size(); ++i, ++count) {
+    if (!Holds(slot, prompt_hashes[i])) break;
+  }
+  return count;
+}
+
 }  // namespace kvserve

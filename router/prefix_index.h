@@ -82,6 +82,9 @@ class PrefixIndex {
   // non-candidates are 0). Returns the largest match.
   int MatchPrefix(absl::Span<const BlockHash> prompt_hashes, const WorkerMask& candidates,
                   std::vector<int>* matched_blocks) const;
+  // The number of consecutive entries of `prompt_hashes` from index `from` that worker `slot`
+  // holds (a host tier's continuation of a pool's match).
+  int CountRun(int slot, absl::Span<const BlockHash> prompt_hashes, int from) const;
 
  private:
   absl::flat_hash_map<BlockHash, WorkerMask> holders_;  // never maps to an empty mask

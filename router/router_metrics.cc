@@ -16,6 +16,8 @@ constexpr std::pair<const char*, const char*> kWorkerGauges[] = {
     {"kvserve_router_worker_evictable_blocks", "Free blocks holding a cached prefix"},
     {"kvserve_router_worker_used_blocks", "Blocks held by running requests (last report)"},
     {"kvserve_router_worker_cached_blocks", "Block hashes the router's index holds for it"},
+    {"kvserve_router_worker_host_cached_blocks",
+     "Block hashes the router's index holds for the worker's host KV tier"},
     {"kvserve_router_worker_reserved_blocks", "Blocks this router charged and no report covers"},
     {"kvserve_router_worker_running_requests", "Requests the worker is generating"},
     {"kvserve_router_worker_waiting_requests", "Requests queued in the worker's scheduler"},
@@ -110,8 +112,8 @@ RouterMetrics::WorkerGauges& RouterMetrics::GaugesFor(const std::string& worker_
   for (prometheus::Family<prometheus::Gauge>* family : worker_families_) {
     gauges.push_back(&family->Add({{"worker", worker_id}}));
   }
-  WorkerGauges added{gauges[0], gauges[1], gauges[2], gauges[3], gauges[4], gauges[5],
-                     gauges[6], gauges[7], gauges[8], gauges[9], {}};
+  WorkerGauges added{gauges[0], gauges[1], gauges[2], gauges[3], gauges[4],  gauges[5],
+                     gauges[6], gauges[7], gauges[8], gauges[9], gauges[10], {}};
   for (const char* state : kIndexStates) {
     added.index_states.push_back(&index_state_->Add({{"worker", worker_id}, {"state", state}}));
   }
@@ -119,11 +121,11 @@ RouterMetrics::WorkerGauges& RouterMetrics::GaugesFor(const std::string& worker_
 }
 
 void RouterMetrics::RemoveGauges(const WorkerGauges& gauges) {
-  prometheus::Gauge* const all[] = {gauges.total_blocks,     gauges.free_blocks,
-                                    gauges.evictable_blocks, gauges.used_blocks,
-                                    gauges.cached_blocks,    gauges.reserved_blocks,
-                                    gauges.running_requests, gauges.waiting_requests,
-                                    gauges.healthy,          gauges.last_report_timestamp};
+  prometheus::Gauge* const all[] = {
+      gauges.total_blocks,    gauges.free_blocks,          gauges.evictable_blocks,
+      gauges.used_blocks,     gauges.cached_blocks,        gauges.host_cached_blocks,
+      gauges.reserved_blocks, gauges.running_requests,     gauges.waiting_requests,
+      gauges.healthy,         gauges.last_report_timestamp};
   for (size_t i = 0; i < worker_families_.size(); ++i) worker_families_[i]->Remove(all[i]);
   for (prometheus::Gauge* state : gauges.index_states) index_state_->Remove(state);
 }
@@ -139,6 +141,7 @@ void RouterMetrics::SetWorkers(const std::vector<WorkerSummary>& workers) {
     g.evictable_blocks->Set(static_cast<double>(worker.capacity.evictable_blocks));
     g.used_blocks->Set(static_cast<double>(worker.capacity.used_blocks));
     g.cached_blocks->Set(static_cast<double>(worker.cached_blocks));
+    g.host_cached_blocks->Set(static_cast<double>(worker.host_cached_blocks));
     g.reserved_blocks->Set(static_cast<double>(worker.reserved_blocks));
     g.running_requests->Set(worker.capacity.running_requests);
     g.waiting_requests->Set(worker.capacity.waiting_requests);

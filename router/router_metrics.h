@@ -65,6 +65,7 @@ class RouterMetrics {
     prometheus::Gauge* evictable_blocks;
     prometheus::Gauge* used_blocks;
     prometheus::Gauge* cached_blocks;
+    prometheus::Gauge* host_cached_blocks;
     prometheus::Gauge* reserved_blocks;
     prometheus::Gauge* running_requests;
     prometheus::Gauge* waiting_requests;

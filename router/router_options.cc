@@ -49,6 +49,7 @@ absl::StatusOr<RoutingPolicy> ParseRoutingPolicy(std::string_view name) {
 
 absl::Status RoutingWeights::Validate() const {
   KVSERVE_RETURN_IF_ERROR(CheckWeight("prefill_token_cost", prefill_token_cost));
+  KVSERVE_RETURN_IF_ERROR(CheckWeight("host_hit_token_cost", host_hit_token_cost));
   KVSERVE_RETURN_IF_ERROR(CheckWeight("pool_usage_cost", pool_usage_cost));
   KVSERVE_RETURN_IF_ERROR(CheckWeight("waiting_request_cost", waiting_request_cost));
   return CheckWeight("running_request_cost", running_request_cost);

@@ -25,6 +25,12 @@ namespace kvserve {
 struct RoutingWeights {
   // Per prompt token that the worker does not hold in its prefix cache (must be computed).
   double prefill_token_cost = 1.0;
+  // Per prompt token the worker holds in its host KV tier only: a copy back to the pool instead
+  // of a prefill, as a fraction of prefill_token_cost: the copy-back time over the prefill
+  // time of the same blocks. Measured 0.0055 on the CPU backend (bench/RESULTS.md, "Host KV
+  // tier", model_bench BM_NextToken_Tiered); a PCIe copy beside an H200's prefill is estimated
+  // near 0.1 (not measured yet). 0.05 sits between.
+  double host_hit_token_cost = 0.05;
   // Per unit of the worker's KV pool in use after admitting the request (0..1 fraction): a
   // worker at 100% costs this many prefill tokens more than an empty one.
   double pool_usage_cost = 2048.0;

@@ -50,8 +50,9 @@ bool Better(RoutingPolicy policy, const RoutingQuery& query, const WorkerCost& a
     }
     return a_load.last_chosen < b_load.last_chosen;
   }
-  if (query.prefer_longest_prefix && a.cached_blocks != b.cached_blocks) {
-    return a.cached_blocks > b.cached_blocks;
+  if (query.prefer_longest_prefix &&
+      a.cached_blocks + a.host_cached_blocks != b.cached_blocks + b.host_cached_blocks) {
+    return a.cached_blocks + a.host_cached_blocks > b.cached_blocks + b.host_cached_blocks;
   }
   if (a.cost != b.cost) return a.cost < b.cost;
   if (a_load.outstanding_requests != b_load.outstanding_requests) {
@@ -68,6 +69,8 @@ WorkerCost CostOf(const RoutingQuery& query, const WorkerLoad& load,
   const int64_t needed = NeededBlocks(query);
   const int64_t max_cached = std::max<int64_t>(0, (query.prompt_tokens - 1) / query.block_size);
   result.cached_blocks = std::clamp<int64_t>(load.matched_blocks, 0, max_cached);
+  result.host_cached_blocks =
+      std::clamp<int64_t>(load.host_matched_blocks, 0, max_cached - result.cached_blocks);
   result.charged_blocks =
       needed - result.cached_blocks + std::min(result.cached_blocks, load.evictable_blocks);
   const int64_t available = AvailableBlocks(load);
@@ -78,8 +81,10 @@ WorkerCost CostOf(const RoutingQuery& query, const WorkerLoad& load,
       load.waiting_requests + load.outstanding_requests < load.max_waiting_requests;
   result.fits = result.charged_blocks <= available && load.total_blocks > 0 && queue_has_room;
 
+  const double host_tokens = static_cast<double>(result.host_cached_blocks * query.block_size);
   const double uncached_tokens =
-      static_cast<double>(query.prompt_tokens - result.cached_blocks * query.block_size);
+      static_cast<double>(query.prompt_tokens - result.cached_blocks * query.block_size) -
+      host_tokens + weights.host_hit_token_cost * host_tokens;
   const double used_after =
       load.total_blocks > 0
           ? static_cast<double>(load.total_blocks - available + result.charged_blocks) /
@@ -110,7 +115,8 @@ RoutingChoice ChooseWorker(const RoutingQuery& query, absl::Span<const WorkerLoa
   int64_t num_fitting = 0;
   for (int i = 0; i < static_cast<int>(candidates.size()); ++i) {
     const WorkerCost cost = CostOf(query, candidates[i], weights);
-    choice.best_cached_blocks = std::max(choice.best_cached_blocks, cost.cached_blocks);
+    choice.best_cached_blocks =
+        std::max(choice.best_cached_blocks, cost.cached_blocks + cost.host_cached_blocks);
     if (!cost.fits) continue;
     ++num_fitting;
     if (policy == RoutingPolicy::kRandom) continue;

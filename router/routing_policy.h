@@ -7,6 +7,8 @@
 //              block_size), max_tokens capped at context_length - prompt_tokens)
 //   cached   = min(matched prefix blocks, (prompt_tokens - 1) / block_size)
 //              (the worker always computes the last prompt token, see kv_cache_manager.h)
+//   host     = min(host-tier blocks continuing the match, that cap - cached): blocks the worker
+//              copies back from its host tier instead of computing; each takes a new block
 //   charged  = needed - cached + min(cached, evictable)
 //              blocks the request takes out of `free`: an evictable cached block leaves the free
 //              list when attached just like a new block does; only cached blocks that a running
@@ -16,14 +18,15 @@
 //   fits     = charged <= available, and the worker's waiting queue has room:
 //              waiting + outstanding < max_waiting_requests (when the worker reports its limit;
 //              a full queue would refuse the request)
-//   cost     = prefill_token_cost * (prompt_tokens - cached * block_size)
+//   cost     = prefill_token_cost * (prompt_tokens - (cached + host) * block_size
+//                                   + host_hit_token_cost * host * block_size)
 //            + pool_usage_cost * (total - available + charged) / total
 //            + waiting_request_cost * (waiting + outstanding)
 //            + running_request_cost * running
 // and, under the kv_aware policy, picks the fitting worker with the lowest cost (ties: fewer
 // outstanding requests, then the least recently chosen worker, so equal workers share an idle
 // cluster evenly). For a migration (`prefer_longest_prefix`) the fitting worker with the most
-// cached blocks wins, cost breaking ties. docs/routing.md has a worked example.
+// cached blocks (either tier) wins, cost breaking ties. docs/routing.md has a worked example.
 //
 // The other policies (router_options.h) choose among the same fitting workers without looking at
 // the prefix: round_robin the least recently chosen, least_loaded the fewest running + waiting +
@@ -75,6 +78,7 @@ struct WorkerLoad {
   int32_t outstanding_requests = 0;  // routed by this router, not yet covered by a report
   int32_t max_waiting_requests = 0;  // the worker's waiting-queue limit (0: not reported)
   int64_t matched_blocks = 0;        // leading prompt blocks in the worker's prefix cache
+  int64_t host_matched_blocks = 0;   // the blocks after those in the worker's host tier
   // When the router last chose this worker (a decision counter; 0: never). Breaks exact ties.
   uint64_t last_chosen = 0;
 };
@@ -82,7 +86,8 @@ struct WorkerLoad {
 // The policy's view of one worker for one request.
 struct WorkerCost {
   bool fits = false;
-  int64_t cached_blocks = 0;
+  int64_t cached_blocks = 0;       // in the pool
+  int64_t host_cached_blocks = 0;  // after those, in the host tier
   int64_t charged_blocks = 0;
   double cost = 0;
 };
@@ -94,8 +99,9 @@ struct RoutingChoice {
   int index = -1;  // into the candidates; >= 0 only for kRouted
   WorkerCost chosen;
   int64_t needed_blocks = 0;
-  // The most cached blocks any candidate holds, fitting or not: the reuse the choice could have
-  // captured (routing-quality metrics; `chosen.cached_blocks` is what it captured).
+  // The most cached blocks (either tier) any candidate holds, fitting or not: the reuse the
+  // choice could have captured (routing-quality metrics; `chosen.cached_blocks +
+  // chosen.host_cached_blocks` is what it captured).
   int64_t best_cached_blocks = 0;
 };
 

@@ -20,6 +20,8 @@ WorkerCapacity FromProto(const v1::Capacity& proto) {
   capacity.running_requests = proto.running_requests();
   capacity.waiting_requests = proto.waiting_requests();
   capacity.max_waiting_requests = proto.max_waiting_requests();
+  capacity.host_blocks = proto.host_blocks();
+  capacity.host_cached_blocks = proto.host_cached_blocks();
   return capacity;
 }
 
@@ -42,12 +44,22 @@ std::string_view WorkerHealthName(WorkerHealth health) {
 }
 
 WorkerBooks::WorkerBooks(std::string worker_id, int slot, int block_size, int reports_to_cover,
-                         PrefixIndex* index)
+                         PrefixIndex* index, PrefixIndex* host_index)
     : worker_id_(std::move(worker_id)),
       slot_(slot),
       block_size_(block_size),
       reports_to_cover_(reports_to_cover),
-      index_(index) {}
+      index_(index),
+      host_index_(host_index) {}
+
+void WorkerBooks::ClearIndexes() {
+  index_->ClearWorker(slot_);
+  host_index_->ClearWorker(slot_);
+}
+
+PrefixIndex& WorkerBooks::IndexFor(v1::KvTier tier) {
+  return FromProto(tier) == KvTier::kDevice ? *index_ : *host_index_;
+}
 
 absl::StatusOr<ApplyResult> WorkerBooks::Apply(const v1::WorkerStatus& status) {
   if (status.epoch() == 0) {
@@ -71,7 +83,7 @@ absl::StatusOr<ApplyResult> WorkerBooks::Apply(const v1::WorkerStatus& status) {
       // The old view is void; a snapshot in this very message starts the new one.
       const bool has_fresh_snapshot = status.has_snapshot() && status.snapshot().part_index() == 0;
       if (has_fresh_snapshot) {
-        index_->ClearWorker(slot_);
+        ClearIndexes();
         sync_ = KvSyncState::kAwaitingSnapshot;
       } else {
         resync_requested_ = false;  // a new epoch always asks again
@@ -113,7 +125,7 @@ absl::StatusOr<ApplyResult> WorkerBooks::Apply(const v1::WorkerStatus& status) {
 
 void WorkerBooks::MarkUnreachable() {
   health_ = refused_reason_.empty() ? WorkerHealth::kUnreachable : WorkerHealth::kRefused;
-  index_->ClearWorker(slot_);
+  ClearIndexes();
   sync_ = KvSyncState::kAwaitingSnapshot;
   resync_requested_ = false;  // the reconnection brings a snapshot by itself
 }
@@ -124,7 +136,7 @@ void WorkerBooks::MarkRefused(std::string reason) {
 }
 
 void WorkerBooks::LoseSync(ApplyResult* result) {
-  index_->ClearWorker(slot_);
+  ClearIndexes();
   sync_ = KvSyncState::kAwaitingSnapshot;
   if (!resync_requested_) {
     resync_requested_ = true;
@@ -134,7 +146,7 @@ void WorkerBooks::LoseSync(ApplyResult* result) {
 
 bool WorkerBooks::ApplySnapshotPart(const v1::KvSnapshot& part) {
   if (part.part_index() == 0) {
-    index_->ClearWorker(slot_);
+    ClearIndexes();
     resync_requested_ = false;
     sync_ = KvSyncState::kReceivingSnapshot;
     snapshot_sequence_ = part.sequence();
@@ -143,7 +155,9 @@ bool WorkerBooks::ApplySnapshotPart(const v1::KvSnapshot& part) {
              part.sequence() != snapshot_sequence_) {
     return false;
   }
-  for (const v1::StoredBlock& block : part.blocks()) index_->Insert(slot_, FromProto(block.hash()));
+  for (const v1::StoredBlock& block : part.blocks()) {
+    IndexFor(block.tier()).Insert(slot_, FromProto(block.hash()));
+  }
   ++next_part_;
   if (part.last_part()) {
     sync_ = KvSyncState::kInSync;
@@ -158,16 +172,16 @@ bool WorkerBooks::ApplyBatch(const v1::KvEventBatch& batch, ApplyResult* result)
     switch (event.event_case()) {
       case v1::KvEvent::kStored:
         for (const v1::StoredBlock& block : event.stored().blocks()) {
-          index_->Insert(slot_, FromProto(block.hash()));
+          IndexFor(block.tier()).Insert(slot_, FromProto(block.hash()));
         }
         break;
       case v1::KvEvent::kRemoved:
         for (const v1::BlockHash& hash : event.removed().hashes()) {
-          index_->Remove(slot_, FromProto(hash));
+          IndexFor(event.removed().tier()).Remove(slot_, FromProto(hash));
         }
         break;
       case v1::KvEvent::kAllCleared:
-        index_->ClearWorker(slot_);
+        ClearIndexes();
         break;
       case v1::KvEvent::EVENT_NOT_SET:
         break;

@@ -69,16 +69,19 @@ struct WorkerCapacity {
   int32_t running_requests = 0;
   int32_t waiting_requests = 0;
   int32_t max_waiting_requests = 0;  // 0: not reported
+  int64_t host_blocks = 0;           // the host KV tier's size (0: none)
+  int64_t host_cached_blocks = 0;    // of those, holding a cached block
 
   friend bool operator==(const WorkerCapacity&, const WorkerCapacity&) = default;
 };
 
 class WorkerBooks {
  public:
-  // `slot` names this worker in `index` (owned by the caller, outlives the books).
+  // `slot` names this worker in `index` (the blocks in its KV pool) and `host_index` (those in
+  // its host tier); both owned by the caller, outliving the books.
   // REQUIRES: 0 <= slot < WorkerMask::kMaxWorkers, block_size > 0, reports_to_cover >= 1.
   WorkerBooks(std::string worker_id, int slot, int block_size, int reports_to_cover,
-              PrefixIndex* index);
+              PrefixIndex* index, PrefixIndex* host_index);
   WorkerBooks(const WorkerBooks&) = delete;
   WorkerBooks& operator=(const WorkerBooks&) = delete;
 
@@ -119,8 +122,10 @@ class WorkerBooks {
   uint64_t last_sequence() const { return last_sequence_; }
   int64_t reserved_blocks() const { return reserved_blocks_; }
   int outstanding_requests() const { return static_cast<int>(reservations_.size()); }
-  // Hashes the router believes the worker holds (0 while the view is void).
+  // Hashes the router believes the worker holds in its pool, and in its host tier (0 while the
+  // view is void).
   int64_t cached_blocks() const { return index_->CountFor(slot_); }
+  int64_t host_cached_blocks() const { return host_index_->CountFor(slot_); }
 
  private:
   struct Reservation {
@@ -139,7 +144,12 @@ class WorkerBooks {
   const int slot_;
   const int block_size_;
   const int reports_to_cover_;
-  PrefixIndex* const index_;  // not owned
+  // Forgets every hash of this worker, in both tiers.
+  void ClearIndexes();
+  PrefixIndex& IndexFor(kvserve::v1::KvTier tier);
+
+  PrefixIndex* const index_;       // not owned
+  PrefixIndex* const host_index_;  // not owned
 
   WorkerHealth health_ = WorkerHealth::kUnreachable;  // until the first report
   std::string refused_reason_;                        // non-empty: health_ is kRefused

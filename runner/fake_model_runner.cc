@@ -1,5 +1,6 @@
 #include "runner/fake_model_runner.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -26,6 +27,7 @@ absl::Status FakeModelRunner::Initialize(const RunnerConfig& config) {
   }
   config_ = config;
   kv_.assign(static_cast<size_t>(config.num_blocks) * config.block_size, SlotContent{});
+  host_kv_.assign(static_cast<size_t>(config.num_host_blocks) * config.block_size, SlotContent{});
   sequences_ = std::make_unique<RunnerSequences>(config.block_size);
   return absl::OkStatus();
 }
@@ -83,6 +85,16 @@ absl::StatusOr<StepResult> FakeModelRunner::Execute(const StepPlan& plan) {
     absl::SleepFor(end - absl::Now());
   }
   const int32_t block_size = config_.block_size;
+  KVSERVE_RETURN_IF_ERROR(CheckHostCopies(plan, config_.num_blocks, config_.num_host_blocks));
+  for (const HostCopy& copy : plan.host_copies) {
+    SlotContent* device = &kv_[static_cast<size_t>(copy.device) * block_size];
+    SlotContent* host = &host_kv_[static_cast<size_t>(copy.host) * block_size];
+    if (copy.to_host) {
+      std::copy(device, device + block_size, host);
+    } else {
+      std::copy(host, host + block_size, device);
+    }
+  }
   for (const BlockCopy& copy : plan.block_copies) {
     for (int32_t i = 0; i < block_size; ++i) {
       kv_[static_cast<size_t>(copy.dst) * block_size + i] =

@@ -89,7 +89,8 @@ class FakeModelRunner final : public ModelRunner {
 
   FakeModelOptions options_;
   RunnerConfig config_;
-  std::vector<SlotContent> kv_;  // [num_blocks * block_size]
+  std::vector<SlotContent> kv_;       // [num_blocks * block_size]
+  std::vector<SlotContent> host_kv_;  // [num_host_blocks * block_size]: the host tier
   std::unique_ptr<RunnerSequences> sequences_;
   kernels::Sampler sampler_;
   std::vector<float> logits_;     // [vocab]

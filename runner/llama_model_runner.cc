@@ -140,6 +140,12 @@ absl::Status LlamaModelRunner::Initialize(const RunnerConfig& config) {
       KvPool::Create(model_->kv_layout(), config.num_blocks, weights_->backend());
   if (!pool.ok()) return pool.status();
   kv_pool_ = *std::move(pool);
+  if (config.num_host_blocks > 0) {
+    absl::StatusOr<std::unique_ptr<HostKvPool>> host =
+        HostKvPool::Create(kv_pool_.get(), config.num_host_blocks);
+    if (!host.ok()) return host.status();
+    host_kv_ = *std::move(host);
+  }
   const int32_t max_blocks_per_seq =
       (config.max_context_len + config.block_size - 1) / config.block_size;
   batch_.emplace(config.block_size, max_blocks_per_seq, config.max_num_batched_tokens,
@@ -160,7 +166,16 @@ absl::StatusOr<StepResult> LlamaModelRunner::Execute(const StepPlan& plan) {
   if (model_ == nullptr || kv_pool_ == nullptr) {
     return absl::FailedPreconditionError("Initialize was not called");
   }
+  KVSERVE_RETURN_IF_ERROR(CheckHostCopies(plan, kv_pool_->num_blocks(),
+                                          host_kv_ == nullptr ? 0 : host_kv_->num_blocks()));
   KVSERVE_ASSIGN_OR_RETURN(std::vector<RunnerWork> work, sequences_->Apply(plan));
+  for (const HostCopy& copy : plan.host_copies) {
+    if (copy.to_host) {
+      host_kv_->Store(copy.device, copy.host);
+    } else {
+      host_kv_->Load(copy.host, copy.device);
+    }
+  }
   for (const BlockCopy& copy : plan.block_copies) kv_pool_->CopyBlock(copy.src, copy.dst);
   if (work.empty()) return StepResult{};
 

@@ -87,6 +87,7 @@ class LlamaModelRunner final : public ModelRunner {
   LlamaRunnerOptions options_;
   std::unique_ptr<LlamaModel> model_;
   std::unique_ptr<KvPool> kv_pool_;
+  std::unique_ptr<HostKvPool> host_kv_;  // null without a host tier
   std::optional<ForwardBatchBuilder> batch_;
   std::unique_ptr<RunnerSequences> sequences_;
   kernels::Sampler sampler_;

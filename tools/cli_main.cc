@@ -153,15 +153,20 @@ int RouterWorkers() {
   v1::ListWorkersResponse response;
   grpc::Status status = stub->ListWorkers(&context, v1::ListWorkersRequest(), &response);
   if (!status.ok()) return Report(status);
-  std::cout << absl::StrFormat("%-24s %-22s %-11s %14s %8s %8s %8s %-9s\n", "WORKER", "ID",
-                               "HEALTH", "FREE/TOTAL", "CACHED", "RUNNING", "WAITING", "INDEX");
+  std::cout << absl::StrFormat("%-24s %-22s %-11s %14s %8s %14s %8s %8s %-9s\n", "WORKER", "ID",
+                               "HEALTH", "FREE/TOTAL", "CACHED", "HOST CACHED", "RUNNING",
+                               "WAITING", "INDEX");
   for (const v1::WorkerInfo& worker : response.workers()) {
     std::string health = absl::AsciiStrToLower(
         absl::StripPrefix(v1::WorkerHealth_Name(worker.health()), "WORKER_HEALTH_"));
-    std::cout << absl::StrFormat("%-24s %-22s %-11s %6d/%-7d %8d %8d %8d %-9s\n", worker.address(),
-                                 worker.id().empty() ? "-" : worker.id(), health,
+    const std::string host =
+        worker.host_blocks() > 0
+            ? absl::StrFormat("%d/%d", worker.host_cached_blocks(), worker.host_blocks())
+            : "-";
+    std::cout << absl::StrFormat("%-24s %-22s %-11s %6d/%-7d %8d %14s %8d %8d %-9s\n",
+                                 worker.address(), worker.id().empty() ? "-" : worker.id(), health,
                                  worker.free_blocks(), worker.total_blocks(),
-                                 worker.cached_blocks(), worker.running_requests(),
+                                 worker.cached_blocks(), host, worker.running_requests(),
                                  worker.waiting_requests(), worker.index_state());
   }
   for (const v1::WorkerInfo& worker : response.workers()) {
@@ -177,8 +182,8 @@ int Workers() {
   std::vector<std::string> addresses =
       absl::StrSplit(absl::GetFlag(FLAGS_workers), ',', absl::SkipWhitespace());
   if (addresses.empty()) return RouterWorkers();
-  std::cout << absl::StrFormat("%-24s %-22s %14s %8s %8s %8s\n", "WORKER", "ID", "FREE/TOTAL",
-                               "CACHED", "RUNNING", "WAITING");
+  std::cout << absl::StrFormat("%-24s %-22s %14s %8s %14s %8s %8s\n", "WORKER", "ID", "FREE/TOTAL",
+                               "CACHED", "HOST CACHED", "RUNNING", "WAITING");
   int failures = 0;
   for (const std::string& address : addresses) {
     auto stub = v1::Worker::NewStub(Connect(address));
@@ -190,13 +195,16 @@ int Workers() {
         stub->StreamStatus(&context, request);
     v1::WorkerStatus status;
     int64_t cached = 0;
+    int64_t host_cached = 0;
     bool complete = false;
     v1::Capacity capacity;
     std::string id;
     while (!complete && reader->Read(&status)) {
       capacity = status.capacity();
       id = status.identity().worker_id();
-      cached += status.snapshot().blocks_size();
+      for (const v1::StoredBlock& block : status.snapshot().blocks()) {
+        ++(block.tier() == v1::KV_TIER_DEVICE ? cached : host_cached);
+      }
       complete = status.snapshot().last_part();
     }
     context.TryCancel();
@@ -208,8 +216,11 @@ int Workers() {
       ++failures;
       continue;
     }
-    std::cout << absl::StrFormat("%-24s %-22s %6d/%-7d %8d %8d %8d\n", address, id,
-                                 capacity.free_blocks(), capacity.total_blocks(), cached,
+    const std::string host = capacity.host_blocks() > 0
+                                 ? absl::StrFormat("%d/%d", host_cached, capacity.host_blocks())
+                                 : "-";
+    std::cout << absl::StrFormat("%-24s %-22s %6d/%-7d %8d %14s %8d %8d\n", address, id,
+                                 capacity.free_blocks(), capacity.total_blocks(), cached, host,
                                  capacity.running_requests(), capacity.waiting_requests());
   }
   return failures == 0 ? 0 : 1;

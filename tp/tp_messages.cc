@@ -58,14 +58,15 @@ class Reader {
 void PutConfig(const RunnerConfig& c, Writer& w) {
   w.Put(c.block_size);
   w.Put(c.num_blocks);
+  w.Put(c.num_host_blocks);
   w.Put(c.max_num_batched_tokens);
   w.Put(c.max_num_seqs);
   w.Put(c.max_context_len);
 }
 
 bool GetConfig(Reader& r, RunnerConfig* c) {
-  return r.Get(&c->block_size) && r.Get(&c->num_blocks) && r.Get(&c->max_num_batched_tokens) &&
-         r.Get(&c->max_num_seqs) && r.Get(&c->max_context_len);
+  return r.Get(&c->block_size) && r.Get(&c->num_blocks) && r.Get(&c->num_host_blocks) &&
+         r.Get(&c->max_num_batched_tokens) && r.Get(&c->max_num_seqs) && r.Get(&c->max_context_len);
 }
 
 void PutSampling(const SequenceSampling& s, Writer& w) {
@@ -97,6 +98,12 @@ bool GetSampling(Reader& r, SequenceSampling* s) {
 void PutPlan(const StepPlan& plan, Writer& w) {
   w.Put(plan.step_id);
   w.PutArray(plan.released);
+  w.Put<uint32_t>(static_cast<uint32_t>(plan.host_copies.size()));
+  for (const HostCopy& copy : plan.host_copies) {
+    w.Put<uint8_t>(copy.to_host ? 1 : 0);
+    w.Put(copy.device);
+    w.Put(copy.host);
+  }
   w.Put<uint32_t>(static_cast<uint32_t>(plan.block_copies.size()));
   for (const BlockCopy& copy : plan.block_copies) {
     w.Put(copy.src);
@@ -119,7 +126,14 @@ void PutPlan(const StepPlan& plan, Writer& w) {
 bool GetPlan(Reader& r, StepPlan* plan) {
   uint32_t count = 0;
   if (!r.Get(&plan->step_id) || !r.GetArray(&plan->released) || !r.Get(&count)) return false;
-  if (r.left() / (2 * sizeof(BlockId)) < count) return false;
+  if (r.left() / (1 + sizeof(BlockId) + sizeof(HostBlockId)) < count) return false;
+  plan->host_copies.resize(count);
+  for (HostCopy& copy : plan->host_copies) {
+    uint8_t to_host = 0;
+    if (!r.Get(&to_host) || !r.Get(&copy.device) || !r.Get(&copy.host)) return false;
+    copy.to_host = to_host != 0;
+  }
+  if (!r.Get(&count) || r.left() / (2 * sizeof(BlockId)) < count) return false;
   plan->block_copies.resize(count);
   for (BlockCopy& copy : plan->block_copies) {
     if (!r.Get(&copy.src) || !r.Get(&copy.dst)) return false;

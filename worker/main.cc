@@ -51,6 +51,9 @@ ABSL_FLAG(int64_t, kv_memory_bytes, -1,
           "Memory budget of the KV cache pool in bytes; 0: what the device has left after a "
           "profiling step under --gpu_memory_utilization; -1 (default): 0 on CUDA, 256 MiB on "
           "the CPU");
+ABSL_FLAG(int64_t, host_kv_bytes, 0,
+          "Host memory in bytes for the host KV tier, per rank: cached blocks the KV pool "
+          "evicts are kept there and copied back on a prefix hit instead of recomputed; 0: off");
 ABSL_FLAG(std::string, device, "cpu", "Where the model runs: cpu, cuda or cuda:N");
 ABSL_FLAG(std::string, dtype, "auto",
           "Weight storage: auto (bfloat16 on CUDA; on the CPU as the file stores them, GGUF "
@@ -161,6 +164,7 @@ absl::StatusOr<Flags> ReadFlags() {
   options.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
   options.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
   options.max_prefill_tokens_per_step = absl::GetFlag(FLAGS_max_prefill_tokens_per_step);
+  options.host_kv_bytes = absl::GetFlag(FLAGS_host_kv_bytes);
   options.step_time_target_ms = absl::GetFlag(FLAGS_step_time_target_ms);
   options.listen = absl::GetFlag(FLAGS_listen);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);

@@ -46,6 +46,10 @@ WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry
   kv_cache_usage_ratio_ = AddGauge(r, "kvserve_kv_cache_usage_ratio",
                                    "Fraction of KV blocks held by running requests: used / total.");
   kv_block_size_ = AddGauge(r, "kvserve_kv_block_size_tokens", "Tokens per KV cache block.");
+  kv_host_blocks_total_ = AddGauge(r, "kvserve_kv_host_blocks_capacity",
+                                   "KV blocks the host tier holds at most (0: no host tier).");
+  kv_host_blocks_cached_ = AddGauge(r, "kvserve_kv_host_blocks_cached",
+                                    "Host-tier KV blocks holding a cached prefix block.");
   requests_running_ = AddGauge(r, "kvserve_requests_running",
                                "Requests with at least one sequence in the running batch.");
   requests_waiting_ =
@@ -57,6 +61,16 @@ WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry
                  "Prompt tokens looked up in the prefix cache at admission.");
   prefix_cache_hit_tokens_ = AddCounter(r, "kvserve_prefix_cache_hit_tokens_total",
                                         "Prompt tokens served from the prefix cache.");
+  prefix_cache_host_hit_tokens_ =
+      AddCounter(r, "kvserve_prefix_cache_host_hit_tokens_total",
+                 "Prompt tokens served from the prefix cache's host tier (copied back).");
+  prometheus::Family<prometheus::Counter>& host_copies =
+      prometheus::BuildCounter()
+          .Name("kvserve_kv_host_copies_total")
+          .Help("KV blocks copied between the device pool and the host tier, by direction.")
+          .Register(r);
+  kv_host_stores_ = &host_copies.Add({{"direction", "to_host"}});
+  kv_host_loads_ = &host_copies.Add({{"direction", "to_device"}});
   preemptions_ = AddCounter(r, "kvserve_preemptions_total",
                             "Running sequences preempted (blocks freed, recomputed later).");
   prompt_tokens_ = AddCounter(r, "kvserve_prompt_tokens_total",
@@ -128,6 +142,8 @@ void WorkerMetrics::ApplyCapacity(const EngineStats& stats) const {
                                                           static_cast<double>(stats.total_blocks)
                                                     : 0.0);
   kv_block_size_->Set(stats.block_size);
+  kv_host_blocks_total_->Set(static_cast<double>(stats.host_blocks));
+  kv_host_blocks_cached_->Set(static_cast<double>(stats.host_cached_blocks));
   requests_running_->Set(stats.running_requests);
   requests_waiting_->Set(stats.waiting_requests);
   draining_->Set(stats.draining ? 1 : 0);
@@ -167,6 +183,8 @@ void WorkerMetrics::OnStep(const StepMetrics& step) {
     std::fflush(step_log_);
   }
   steps_->Increment();
+  kv_host_stores_->Increment(step.num_host_stores);
+  kv_host_loads_->Increment(step.num_host_loads);
   step_duration_->Observe(Seconds(step.duration));
   step_tokens_->Observe(step.num_scheduled_tokens);
   step_sequences_->Observe(step.num_seqs);
@@ -200,9 +218,11 @@ void WorkerMetrics::OnTokenEmitted(absl::Duration inter_token_latency) {
 
 void WorkerMetrics::OnPreemption() { preemptions_->Increment(); }
 
-void WorkerMetrics::OnPrefixCacheQuery(int64_t query_tokens, int64_t hit_tokens) {
+void WorkerMetrics::OnPrefixCacheQuery(int64_t query_tokens, int64_t hit_tokens,
+                                       int64_t host_hit_tokens) {
   prefix_cache_queried_tokens_->Increment(static_cast<double>(query_tokens));
   prefix_cache_hit_tokens_->Increment(static_cast<double>(hit_tokens));
+  prefix_cache_host_hit_tokens_->Increment(static_cast<double>(host_hit_tokens));
 }
 
 std::vector<prometheus::MetricFamily> WorkerMetrics::Collect() const {

@@ -71,7 +71,8 @@ class WorkerMetrics : public EngineObserver, public prometheus::Collectable {
   void OnRequestFinished(const RequestMetrics& request) override;
   void OnTokenEmitted(absl::Duration inter_token_latency) override;
   void OnPreemption() override;
-  void OnPrefixCacheQuery(int64_t query_tokens, int64_t hit_tokens) override;
+  void OnPrefixCacheQuery(int64_t query_tokens, int64_t hit_tokens,
+                          int64_t host_hit_tokens) override;
 
   // prometheus::Collectable: refreshes the capacity gauges, then returns every family.
   std::vector<prometheus::MetricFamily> Collect() const override;
@@ -96,12 +97,17 @@ class WorkerMetrics : public EngineObserver, public prometheus::Collectable {
   prometheus::Gauge* kv_blocks_cached_evictable_;
   prometheus::Gauge* kv_cache_usage_ratio_;
   prometheus::Gauge* kv_block_size_;
+  prometheus::Gauge* kv_host_blocks_total_;
+  prometheus::Gauge* kv_host_blocks_cached_;
   prometheus::Gauge* requests_running_;
   prometheus::Gauge* requests_waiting_;
   prometheus::Gauge* draining_;
   // Counters.
   prometheus::Counter* prefix_cache_queried_tokens_;
   prometheus::Counter* prefix_cache_hit_tokens_;
+  prometheus::Counter* prefix_cache_host_hit_tokens_;
+  prometheus::Counter* kv_host_stores_;
+  prometheus::Counter* kv_host_loads_;
   prometheus::Counter* preemptions_;
   prometheus::Counter* prompt_tokens_;
   prometheus::Counter* cached_prompt_tokens_;

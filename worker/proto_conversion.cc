@@ -123,6 +123,8 @@ void ToProto(const EngineStats& stats, v1::Capacity* capacity) {
   capacity->set_total_blocks(stats.total_blocks);
   capacity->set_free_blocks(stats.free_blocks);
   capacity->set_evictable_blocks(stats.evictable_blocks);
+  capacity->set_host_blocks(stats.host_blocks);
+  capacity->set_host_cached_blocks(stats.host_cached_blocks);
   capacity->set_used_blocks(stats.used_blocks);
   capacity->set_running_requests(stats.running_requests);
   capacity->set_waiting_requests(stats.waiting_requests);

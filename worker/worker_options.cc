@@ -44,6 +44,9 @@ absl::Status WorkerOptions::Validate() const {
   if (kv_memory_bytes < 0) {
     return FlagError("kv_memory_bytes", absl::StrCat("must be >= 0, got ", kv_memory_bytes));
   }
+  if (host_kv_bytes < 0) {
+    return FlagError("host_kv_bytes", absl::StrCat("must be >= 0, got ", host_kv_bytes));
+  }
   if (max_num_seqs < 1) {
     return FlagError("max_num_seqs", absl::StrCat("must be >= 1, got ", max_num_seqs));
   }

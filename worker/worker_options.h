@@ -28,6 +28,8 @@ struct WorkerOptions {
   // --kv_memory_bytes: KV pool budget; 0: what the device has left after a profiling step
   // (--gpu_memory_utilization).
   int64_t kv_memory_bytes = 256ll << 20;
+  // --host_kv_bytes: host memory for the host KV tier (per rank); 0: no host tier.
+  int64_t host_kv_bytes = 0;
   int32_t max_num_seqs = 64;                      // --max_num_seqs: running sequences per step
   int32_t max_num_batched_tokens = 512;           // --max_num_batched_tokens: token budget per step
   int32_t max_prefill_tokens_per_step = 0;        // --max_prefill_tokens_per_step: 0 = no cap

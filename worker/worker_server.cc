@@ -29,7 +29,7 @@ std::string WithPort(const std::string& address, int port) {
 // Engine::Create names a bad option as "kv_memory_bytes: ..."; say it as the flag it came from.
 absl::Status NameTheFlag(const absl::Status& status) {
   for (absl::string_view flag :
-       {"block_size", "kv_memory_bytes", "max_num_seqs", "max_num_batched_tokens",
+       {"block_size", "kv_memory_bytes", "host_kv_bytes", "max_num_seqs", "max_num_batched_tokens",
         "max_prefill_tokens_per_step", "step_time_target_ms"}) {
     if (absl::StartsWith(status.message(), absl::StrCat(flag, ":"))) {
       return absl::Status(status.code(), absl::StrCat("--", status.message()));
@@ -44,6 +44,7 @@ EngineOptions ToEngineOptions(const WorkerOptions& options) {
   EngineOptions engine;
   engine.block_size = options.block_size;
   engine.kv_memory_bytes = options.kv_memory_bytes;
+  engine.host_kv_bytes = options.host_kv_bytes;
   engine.max_num_seqs = options.max_num_seqs;
   engine.max_num_batched_tokens = options.max_num_batched_tokens;
   engine.max_prefill_tokens_per_step = options.max_prefill_tokens_per_step;

@@ -115,6 +115,19 @@ void* CudaBackend::Allocate(size_t bytes) {
   return ptr;
 }
 
+void* CudaBackend::AllocateHost(size_t bytes) {
+  void* ptr = nullptr;
+  if (cudaHostAlloc(&ptr, bytes == 0 ? 1 : bytes, cudaHostAllocDefault) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return ptr;
+}
+
+void CudaBackend::FreeHost(void* ptr) {
+  if (ptr != nullptr) Check(cudaFreeHost(ptr), "FreeHost");
+}
+
 void CudaBackend::Free(void* ptr) {
   if (ptr != nullptr) Check(cudaFree(ptr), "Free");
 }
@@ -123,6 +136,10 @@ void CudaBackend::CopyToDevice(void* dst, const void* src, size_t bytes) {
   // Synchronous with respect to the host buffer: the caller may reuse src at once.
   Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "CopyToDevice");
   Check(cudaStreamSynchronize(stream_), "CopyToDevice");
+}
+
+void CudaBackend::CopyFromHostAsync(void* dst, const void* src, size_t bytes) {
+  Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "CopyFromHostAsync");
 }
 
 void CudaBackend::CopyToHost(void* dst, const void* src, size_t bytes) {

@@ -68,6 +68,9 @@ class CudaBackend final : public Backend {
 
   void* Allocate(size_t bytes) override;
   void Free(void* ptr) override;
+  void* AllocateHost(size_t bytes) override;
+  void FreeHost(void* ptr) override;
+  void CopyFromHostAsync(void* dst, const void* src, size_t bytes) override;
   void CopyToDevice(void* dst, const void* src, size_t bytes) override;
   void CopyToHost(void* dst, const void* src, size_t bytes) override;
   void CopyOnDevice(void* dst, const void* src, size_t bytes) override;

@@ -38,7 +38,7 @@ class CountingObserver : public EngineObserver {
   }
   void OnTokenEmitted(absl::Duration) override { ++inter_tokens; }
   void OnPreemption() override { ++preemptions; }
-  void OnPrefixCacheQuery(int64_t query, int64_t hit) override {
+  void OnPrefixCacheQuery(int64_t query, int64_t hit, int64_t /*host_hit*/) override {
     query_tokens += query;
     hit_tokens += hit;
   }

@@ -1,8 +1,9 @@
 // Scheduling behaviour of the engine, driven step by step (EngineCore + FakeModelRunner): token
 // budget and sequence cap, decodes before prefills, chunked prefill, preemption by recompute,
-// prefix-cache hits, forks for n > 1, and that every block comes back.
+// prefix-cache hits (the host tier's too), forks for n > 1, and that every block comes back.
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -339,6 +340,60 @@ TEST(SchedulerTest, CachedPrefixSkipsItsPrefill) {
   EXPECT_EQ(result.choices[0].tokens, fresh["second"].choices[0].tokens);
   EXPECT_EQ(core->Stats().prefix_hit_tokens, 64);
   ExpectAllBlocksFree(*core);
+}
+
+// Multi-turn conversations whose working set is several times the device pool, with sampled
+// and parallel (n = 2) choices and preemption: a host tier gives every request the tokens it
+// gets without one, while serving evicted prefixes from host memory (the fake model reads every
+// position of every context back from the KV slots, so a wrong copy fails the step).
+TEST(SchedulerTest, HostTierServesEvictedPrefixesWithTheSameOutputs) {
+  const uint32_t seed = 99;
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  EngineOptions options;
+  options.block_size = 8;
+  options.num_kv_blocks = 24;
+  options.max_num_seqs = 4;
+  options.max_num_batched_tokens = 48;
+  EngineOptions tiered = options;
+  tiered.host_kv_bytes = 64 * FakeModelOptions{}.kv_bytes_per_token * options.block_size;
+
+  auto run = [&](const EngineOptions& engine_options, EngineStats* stats) {
+    std::mt19937 rng(seed);
+    std::unique_ptr<EngineCore> core = MakeCore(engine_options);
+    std::vector<std::vector<int32_t>> conversations(6);
+    std::map<std::string, RequestResult> results;
+    for (int turn = 0; turn < 4; ++turn) {
+      std::map<std::string, std::shared_ptr<RequestStream>> streams;
+      for (size_t c = 0; c < conversations.size(); ++c) {
+        const std::vector<int32_t> more = RandomPrompt(rng, 6 + static_cast<int>(rng() % 12));
+        conversations[c].insert(conversations[c].end(), more.begin(), more.end());
+        const std::string id = "c" + std::to_string(c) + "t" + std::to_string(turn);
+        EngineRequest request = MakeRequest(id, conversations[c], 6, 0.8f, 1000 + c);
+        if (c % 3 == 0) request.n = 2;
+        streams[id] = SubmitToCore(*core, request);
+      }
+      RunCore(*core);
+      for (auto& [id, stream] : streams) results[id].Drain(*stream);
+    }
+    *stats = core->Stats();
+    ExpectAllBlocksFree(*core);
+    return results;
+  };
+  EngineStats with_stats, without_stats;
+  auto with_tier = run(tiered, &with_stats);
+  auto without = run(options, &without_stats);
+  ASSERT_EQ(with_tier.size(), without.size());
+  for (auto& [id, result] : without) {
+    KVSERVE_EXPECT_OK(result.status);
+    ASSERT_EQ(with_tier[id].choices.size(), result.choices.size()) << id;
+    for (auto& [index, choice] : result.choices) {
+      EXPECT_EQ(with_tier[id].choices[index].tokens, choice.tokens) << id << " choice " << index;
+    }
+  }
+  EXPECT_EQ(with_stats.host_blocks, 64);
+  EXPECT_GT(with_stats.prefix_host_hit_tokens, 0);
+  EXPECT_GT(with_stats.host_stored_blocks, 0);
+  EXPECT_GT(with_stats.prefix_hit_tokens, without_stats.prefix_hit_tokens);
 }
 
 TEST(SchedulerTest, ParallelSamplingForksThePromptBlocks) {

@@ -50,8 +50,8 @@ TEST(BlockPoolTest, UncachedBlocksAreReusedFirstCachedOnesInLruOrder) {
   BlockPool pool(5, kBlockSize);
   std::vector<BlockId> b;
   KVSERVE_ASSERT_OK(pool.Allocate(4, &b));
-  pool.Cache(b[0], BlockHash{1, 0}, Tokens(0), kNullBlock, 0);
-  pool.Cache(b[1], BlockHash{2, 0}, Tokens(4), b[0], pool.generation(b[0]));
+  pool.Cache(b[0], BlockHash{1, 0}, Tokens(0), kNullBlock, 0, BlockHash{});
+  pool.Cache(b[1], BlockHash{2, 0}, Tokens(4), b[0], pool.generation(b[0]), BlockHash{1, 0});
   pool.Release(b[0]);  // cached: tail
   pool.Release(b[2]);  // uncached: head
   pool.Release(b[1]);  // cached: tail, after b[0]
@@ -74,7 +74,7 @@ TEST(BlockPoolTest, AcquiringAFreeCachedBlockTakesItOffTheFreeQueue) {
   BlockPool pool(3, kBlockSize);
   std::vector<BlockId> b;
   KVSERVE_ASSERT_OK(pool.Allocate(1, &b));
-  pool.Cache(b[0], BlockHash{5, 5}, Tokens(0), kNullBlock, 0);
+  pool.Cache(b[0], BlockHash{5, 5}, Tokens(0), kNullBlock, 0, BlockHash{});
   pool.Release(b[0]);
   EXPECT_EQ(pool.num_free_blocks(), 2);
   pool.Acquire(b[0]);
@@ -90,7 +90,7 @@ TEST(BlockPoolTest, MatchesComparesTokensParentAndGeneration) {
   std::vector<BlockId> b;
   KVSERVE_ASSERT_OK(pool.Allocate(2, &b));
   const uint32_t parent_generation = pool.generation(b[0]);
-  pool.Cache(b[1], BlockHash{3, 3}, Tokens(10), b[0], parent_generation);
+  pool.Cache(b[1], BlockHash{3, 3}, Tokens(10), b[0], parent_generation, BlockHash{5, 5});
   EXPECT_TRUE(pool.Matches(b[1], Tokens(10), b[0], parent_generation));
   EXPECT_FALSE(pool.Matches(b[1], Tokens(11), b[0], parent_generation));  // a hash collision
   EXPECT_FALSE(pool.Matches(b[1], Tokens(10), kNullBlock, 0));
@@ -108,7 +108,7 @@ TEST(BlockPoolTest, EvictDropsAFreeEntryAndQueuesItFirst) {
   BlockPool pool(4, kBlockSize);
   std::vector<BlockId> b;
   KVSERVE_ASSERT_OK(pool.Allocate(1, &b));
-  pool.Cache(b[0], BlockHash{8, 1}, Tokens(0), kNullBlock, 0);
+  pool.Cache(b[0], BlockHash{8, 1}, Tokens(0), kNullBlock, 0, BlockHash{});
   pool.Release(b[0]);
   TakeEvents(pool);
   pool.Evict(b[0]);
@@ -126,7 +126,7 @@ TEST(BlockPoolTest, StoresTokensAndEmitsStoredEvents) {
   BlockPool pool(3, kBlockSize);
   std::vector<BlockId> b;
   KVSERVE_ASSERT_OK(pool.Allocate(1, &b));
-  pool.Cache(b[0], BlockHash{4, 2}, Tokens(20), kNullBlock, 0);
+  pool.Cache(b[0], BlockHash{4, 2}, Tokens(20), kNullBlock, 0, BlockHash{});
   EXPECT_TRUE(pool.is_cached(b[0]));
   EXPECT_EQ(pool.hash(b[0]), (BlockHash{4, 2}));
   const absl::Span<const TokenId> stored = pool.tokens(b[0]);

@@ -90,5 +90,17 @@ TEST(PrefixIndexTest, MatchPrefixOfUnknownOrEmptyPromptIsZero) {
   EXPECT_EQ(matched[0], 0);
 }
 
+TEST(PrefixIndexTest, CountRunCountsTheHeldRunFromAnIndex) {
+  PrefixIndex host;
+  const std::vector<BlockHash> prompt = FakeChain(8);
+  for (int i = 2; i < 6; ++i) host.Insert(0, prompt[i]);  // blocks 2..5 (a host tier's run)
+  host.Insert(0, prompt[7]);                              // after a gap: not part of it
+  EXPECT_EQ(host.CountRun(0, prompt, 2), 4);
+  EXPECT_EQ(host.CountRun(0, prompt, 0), 0) << "a run starts where the pool's match ended";
+  EXPECT_EQ(host.CountRun(0, prompt, 7), 1);
+  EXPECT_EQ(host.CountRun(0, prompt, 8), 0);
+  EXPECT_EQ(host.CountRun(1, prompt, 2), 0) << "another worker";
+}
+
 }  // namespace
 }  // namespace kvserve

@@ -56,6 +56,42 @@ TEST(RoutingPolicyTest, WorkedExampleFromTheDocs) {
   EXPECT_EQ(choice.needed_blocks, 75);
 }
 
+TEST(RoutingPolicyTest, AHostTierHitCostsACopyNotAPrefill) {
+  RoutingWeights weights;
+  weights.host_hit_token_cost = 0.05;
+  // The same worker three ways: its 40 matched blocks on the device, 10 on the device and 30 in
+  // its host tier, or nothing cached.
+  WorkerLoad device = ExampleB();
+  device.matched_blocks = 40;
+  WorkerLoad tiered = ExampleB();
+  tiered.matched_blocks = 10;
+  tiered.host_matched_blocks = 30;
+  const WorkerLoad cold = ExampleB();
+  const WorkerCost on_device = CostOf(ExampleQuery(), device, weights);
+  const WorkerCost on_host = CostOf(ExampleQuery(), tiered, weights);
+  const WorkerCost nothing = CostOf(ExampleQuery(), cold, weights);
+  EXPECT_EQ(on_host.cached_blocks, 10);
+  EXPECT_EQ(on_host.host_cached_blocks, 30);
+  // Host hits need pool blocks like new tokens (nothing to attach), so they are charged.
+  EXPECT_EQ(on_host.charged_blocks, nothing.charged_blocks - 10);
+  // 1000 prompt tokens: 160 on the device, 480 copied back at 0.05 each, 360 computed.
+  EXPECT_DOUBLE_EQ(on_host.cost - nothing.cost,
+                   (360 + 0.05 * 480) - 1000 +
+                       2048 * (on_host.charged_blocks - nothing.charged_blocks) / 1000.0);
+  EXPECT_LT(on_device.cost, on_host.cost);
+  EXPECT_LT(on_host.cost, nothing.cost);
+  // The host-tier run is capped with the device's at (prompt - 1) / block_size blocks.
+  tiered.host_matched_blocks = 500;
+  EXPECT_EQ(CostOf(ExampleQuery(), tiered, weights).host_cached_blocks, 62 - 10);
+  // A migration prefers the most cached blocks of either tier.
+  RoutingQuery migration = ExampleQuery();
+  migration.prefer_longest_prefix = true;
+  tiered.host_matched_blocks = 35;
+  const std::vector<WorkerLoad> loads = {device, tiered};
+  EXPECT_EQ(ChooseWorker(migration, loads, weights).index, 1);
+  EXPECT_EQ(ChooseWorker(migration, loads, weights).best_cached_blocks, 45);
+}
+
 TEST(RoutingPolicyTest, CachedBlocksHeldByRunningRequestsAreNotCharged) {
   WorkerLoad a = ExampleA();
   a.evictable_blocks = 0;  // every cached block is held by a running request

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kvcache/kv_cache_manager.h"
+#include "proto/kv_events_conversion.h"
 #include "tests/router/router_test_util.h"
 #include "tests/status_matchers.h"
 
@@ -47,7 +48,8 @@ class WorkerBooksTest : public ::testing::Test {
   }
 
   PrefixIndex index_;
-  WorkerBooks books_{"w0", kSlot, 16, /*reports_to_cover=*/2, &index_};
+  PrefixIndex host_index_;
+  WorkerBooks books_{"w0", kSlot, 16, /*reports_to_cover=*/2, &index_, &host_index_};
 };
 
 TEST_F(WorkerBooksTest, UnreachableAndNotRoutableUntilTheFirstReport) {
@@ -228,16 +230,20 @@ TEST_F(WorkerBooksTest, ReservationsAreReleasedByCoveringReportsOrRelease) {
   EXPECT_EQ(books_.outstanding_requests(), 0);
 }
 
-// A real KvCacheManager with a small pool (so prefixes are evicted all the time) runs random
-// requests; after every step its drained batch goes through Apply, and the books' set must equal
-// the manager's own snapshot.
-TEST(WorkerBooksRealCacheTest, BooksTrackARealKvCacheThroughEvictions) {
+// A real KvCacheManager with a small pool (so prefixes are evicted all the time), with and
+// without a host tier, runs random requests; after every step its drained batch goes through
+// Apply, and the books' sets, one per tier, must equal the manager's own snapshot.
+class WorkerBooksRealCacheTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(WorkerBooksRealCacheTest, BooksTrackARealKvCacheThroughEvictions) {
   const uint32_t seed = std::random_device()();
-  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << ", host blocks " << GetParam());
   std::mt19937 rng(seed);
-  auto manager = *KvCacheManager::Create({.num_blocks = 24, .block_size = 16, .epoch = 3});
+  auto manager = *KvCacheManager::Create(
+      {.num_blocks = 24, .block_size = 16, .epoch = 3, .num_host_blocks = GetParam()});
   PrefixIndex index;
-  WorkerBooks books("w", 0, 16, 2, &index);
+  PrefixIndex host_index;
+  WorkerBooks books("w", 0, 16, 2, &index, &host_index);
   kvserve::v1::WorkerStatus first = MakeStatus(3, {});
   SetSnapshotPart(&first, manager->Snapshot().sequence_number, 0, true, manager->Snapshot().hashes);
   KVSERVE_ASSERT_OK(books.Apply(first));
@@ -278,11 +284,37 @@ TEST(WorkerBooksRealCacheTest, BooksTrackARealKvCacheThroughEvictions) {
     const KvSnapshot truth = manager->Snapshot();
     ASSERT_EQ(books.cached_blocks(), static_cast<int64_t>(truth.hashes.size())) << "step " << step;
     for (const BlockHash& hash : truth.hashes) ASSERT_TRUE(index.Holds(0, hash)) << "step " << step;
+    ASSERT_EQ(books.host_cached_blocks(), static_cast<int64_t>(truth.host_hashes.size()))
+        << "step " << step;
+    for (const BlockHash& hash : truth.host_hashes) {
+      ASSERT_TRUE(host_index.Holds(0, hash)) << "step " << step;
+    }
     ASSERT_EQ(books.last_sequence(), truth.sequence_number);
   }
   EXPECT_GT(applied, 100);
   EXPECT_GT(removed, 50) << "the pool must be small enough to evict";
+  if (GetParam() > 0) {
+    EXPECT_GT(books.host_cached_blocks(), 0);
+    // A fresh router gets both tiers from one snapshot.
+    PrefixIndex fresh_index;
+    PrefixIndex fresh_host_index;
+    WorkerBooks fresh("w", 0, 16, 2, &fresh_index, &fresh_host_index);
+    const KvSnapshot truth = manager->Snapshot();
+    kvserve::v1::WorkerStatus status = MakeStatus(3, {});
+    const std::vector<kvserve::v1::KvSnapshot> parts = SnapshotParts(truth, 16, 5);
+    ASSERT_GT(parts.size(), 1u);
+    for (const kvserve::v1::KvSnapshot& part : parts) {
+      *status.mutable_snapshot() = part;
+      KVSERVE_ASSERT_OK(fresh.Apply(status));
+    }
+    EXPECT_EQ(fresh.sync_state(), KvSyncState::kInSync);
+    EXPECT_EQ(fresh.cached_blocks(), books.cached_blocks());
+    EXPECT_EQ(fresh.host_cached_blocks(), books.host_cached_blocks());
+    for (const BlockHash& hash : truth.host_hashes) EXPECT_TRUE(fresh_host_index.Holds(0, hash));
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(HostBlocks, WorkerBooksRealCacheTest, ::testing::Values(0, 12));
 
 }  // namespace
 }  // namespace kvserve

@@ -1,6 +1,7 @@
 // LlamaModelRunner on a synthetic model ("synthetic:tiny", no files needed): plans with full data
 // and deltas, block copies (the K/V of every layer move with them), and the runner under the
-// scheduler: batching and preemption do not change greedy outputs.
+// scheduler: batching and preemption do not change greedy outputs, and a prefix brought back
+// from the host KV tier gives the same bits as one that never left the device.
 #include "runner/llama_model_runner.h"
 
 #include <cmath>
@@ -157,6 +158,88 @@ TEST(LlamaModelRunnerTest, BatchingAndPreemptionKeepGreedyOutputs) {
               alone[request.request_id].choices[0].tokens)
         << request.request_id;
     EXPECT_EQ(alone[request.request_id].choices[0].tokens.size(), 24u);
+  }
+}
+
+// Runs `requests` one after another on a fresh core; the results and the core's final stats.
+std::map<std::string, RequestResult> RunInTurn(const EngineOptions& options,
+                                               const std::vector<EngineRequest>& requests,
+                                               EngineStats* stats) {
+  auto runner = LlamaModelRunner::Create(TinyWeights(), {});
+  KVSERVE_EXPECT_OK(runner);
+  auto core = EngineCore::Create(options, *std::move(runner), nullptr, nullptr);
+  KVSERVE_EXPECT_OK(core);
+  std::map<std::string, RequestResult> results;
+  for (const EngineRequest& request : requests) {
+    std::shared_ptr<RequestStream> stream = testing::SubmitToCore(**core, request);
+    testing::RunCore(**core);
+    results[request.request_id].Drain(*stream);
+  }
+  *stats = (*core)->Stats();
+  return results;
+}
+
+// Every logprob of a result (chosen and top-n, in order), to compare bit for bit.
+std::vector<float> Logprobs(const RequestResult& result) {
+  std::vector<float> all;
+  for (const auto& [index, choice] : result.choices) {
+    for (const PositionLogprobsOutput& position : choice.logprobs) {
+      all.push_back(position.chosen.logprob);
+      for (const TokenLogprobOutput& top : position.top) all.push_back(top.logprob);
+    }
+  }
+  return all;
+}
+
+TEST(LlamaModelRunnerTest, APrefixBroughtBackFromTheHostTierGivesBitIdenticalLogprobs) {
+  std::mt19937 rng(77);
+  std::uniform_int_distribution<int32_t> token(0, 255);
+  auto prompt_of = [&](int length) {
+    std::vector<int32_t> prompt(length);
+    for (int32_t& t : prompt) t = token(rng);
+    return prompt;
+  };
+  const std::vector<int32_t> prompt = prompt_of(45);  // 5 full blocks of 8 and 5 tokens
+  std::vector<EngineRequest> requests;
+  requests.push_back(MakeRequest("first", prompt, 6));
+  for (int i = 0; i < 3; ++i) {
+    requests.push_back(MakeRequest("flood" + std::to_string(i), prompt_of(60), 4));
+  }
+  requests.push_back(MakeRequest("again", prompt, 6));
+  for (EngineRequest& request : requests) request.sampling.logprobs = 5;
+
+  EngineOptions options;
+  options.block_size = 8;
+  options.max_num_seqs = 4;
+  options.max_num_batched_tokens = 64;
+  // Tiered: 12 device blocks, so the flood evicts every block of `prompt`, and a host tier of
+  // 32. Untiered: a pool nothing is evicted from, so "again" hits the device's prefix cache.
+  EngineOptions tiered = options;
+  tiered.num_kv_blocks = 12;
+  {
+    auto probe = LlamaModelRunner::Create(TinyWeights(), {});
+    KVSERVE_ASSERT_OK(probe);
+    tiered.host_kv_bytes = 32 * (*probe)->KvBytesPerBlock(options.block_size);
+  }
+  EngineOptions untiered = options;
+  untiered.num_kv_blocks = 256;
+  EngineStats tiered_stats, untiered_stats;
+  auto with_tier = RunInTurn(tiered, requests, &tiered_stats);
+  auto without = RunInTurn(untiered, requests, &untiered_stats);
+
+  EXPECT_EQ(tiered_stats.host_blocks, 32);
+  EXPECT_EQ(tiered_stats.prefix_host_hit_tokens, 40);  // all 5 blocks came back from the host
+  EXPECT_EQ(untiered_stats.prefix_host_hit_tokens, 0);
+  EXPECT_GE(untiered_stats.prefix_hit_tokens, 40);
+  ASSERT_EQ(with_tier["again"].choices[0].tokens.size(), 6u);
+  EXPECT_EQ(with_tier["again"].choices[0].tokens, without["again"].choices[0].tokens);
+  EXPECT_EQ(with_tier["again"].choices[0].tokens, with_tier["first"].choices[0].tokens);
+  const std::vector<float> restored = Logprobs(with_tier["again"]);
+  const std::vector<float> kept = Logprobs(without["again"]);
+  ASSERT_EQ(restored.size(), 6u * 6u);
+  ASSERT_EQ(restored.size(), kept.size());
+  for (size_t i = 0; i < restored.size(); ++i) {
+    EXPECT_EQ(restored[i], kept[i]) << "logprob " << i << " differs in its bits";
   }
 }
 

@@ -88,6 +88,8 @@ StepPlan MakePlan(uint64_t step, int32_t num_prompt_tokens) {
   StepPlan plan;
   plan.step_id = step;
   plan.released = {step + 100, step + 200};
+  plan.host_copies = {{.to_host = true, .device = 7, .host = 0},
+                      {.to_host = false, .device = 2, .host = 11}};
   plan.block_copies = {{.src = 3, .dst = 4}};
   ScheduledSequence fresh;
   fresh.id = step;
@@ -120,6 +122,7 @@ TEST(TpMessagesTest, PlanRoundTripsWithEveryField) {
   const StepPlan& got = decoded->plan;
   EXPECT_EQ(got.step_id, 5u);
   EXPECT_EQ(got.released, plan.released);
+  EXPECT_EQ(got.host_copies, plan.host_copies);
   EXPECT_EQ(got.block_copies, plan.block_copies);
   ASSERT_EQ(got.sequences.size(), 2u);
   EXPECT_TRUE(got.sequences[0].is_new);

@@ -36,8 +36,8 @@ std::map<std::string, double> ParseSamples(const std::string& text) {
 
 TEST(WorkerMetrics, ObserverCallbacksUpdateCountersAndHistograms) {
   WorkerMetrics metrics;
-  metrics.OnPrefixCacheQuery(64, 48);
-  metrics.OnPrefixCacheQuery(16, 0);
+  metrics.OnPrefixCacheQuery(64, 48, 32);
+  metrics.OnPrefixCacheQuery(16, 0, 0);
   metrics.OnPreemption();
   metrics.OnTokenEmitted(absl::Milliseconds(20));
   metrics.OnTokenEmitted(absl::Milliseconds(30));
@@ -45,6 +45,8 @@ TEST(WorkerMetrics, ObserverCallbacksUpdateCountersAndHistograms) {
   step.duration = absl::Milliseconds(7);
   step.num_scheduled_tokens = 40;
   step.num_seqs = 3;
+  step.num_host_stores = 4;
+  step.num_host_loads = 2;
   step.num_running_requests = 2;
   step.num_waiting_requests = 5;
   metrics.OnStep(step);
@@ -68,6 +70,9 @@ TEST(WorkerMetrics, ObserverCallbacksUpdateCountersAndHistograms) {
   const std::map<std::string, double> s = ParseSamples(metrics.Serialize());
   EXPECT_EQ(s.at("kvserve_prefix_cache_queried_tokens_total"), 80);
   EXPECT_EQ(s.at("kvserve_prefix_cache_hit_tokens_total"), 48);
+  EXPECT_EQ(s.at("kvserve_prefix_cache_host_hit_tokens_total"), 32);
+  EXPECT_EQ(s.at("kvserve_kv_host_copies_total{direction=\"to_host\"}"), 4);
+  EXPECT_EQ(s.at("kvserve_kv_host_copies_total{direction=\"to_device\"}"), 2);
   EXPECT_EQ(s.at("kvserve_preemptions_total"), 1);
   EXPECT_EQ(s.at("kvserve_prompt_tokens_total"), 85);
   EXPECT_EQ(s.at("kvserve_cached_prompt_tokens_total"), 48);
@@ -103,6 +108,8 @@ TEST(WorkerMetrics, CapacityGaugesComeFromTheStatsSourceAtScrapeTime) {
   stats.used_blocks = 50;
   stats.free_blocks = 150;
   stats.evictable_blocks = 30;
+  stats.host_blocks = 1000;
+  stats.host_cached_blocks = 640;
   stats.running_requests = 4;
   stats.waiting_requests = 1;
   metrics.SetStatsSource([&stats] { return stats; });
@@ -111,6 +118,8 @@ TEST(WorkerMetrics, CapacityGaugesComeFromTheStatsSourceAtScrapeTime) {
   EXPECT_EQ(s.at("kvserve_kv_blocks_used"), 50);
   EXPECT_EQ(s.at("kvserve_kv_blocks_free"), 150);
   EXPECT_EQ(s.at("kvserve_kv_blocks_cached_evictable"), 30);
+  EXPECT_EQ(s.at("kvserve_kv_host_blocks_capacity"), 1000);
+  EXPECT_EQ(s.at("kvserve_kv_host_blocks_cached"), 640);
   EXPECT_DOUBLE_EQ(s.at("kvserve_kv_cache_usage_ratio"), 0.25);
   EXPECT_EQ(s.at("kvserve_kv_block_size_tokens"), 16);
   EXPECT_EQ(s.at("kvserve_requests_running"), 4);

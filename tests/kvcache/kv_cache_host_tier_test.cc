@@ -1,0 +1,254 @@
+// KvCacheManager with a host tier: evicted cached blocks are copied to the host, a prompt whose
+// chain continues there gets device blocks filled from it, and every copy, run in the recorded
+// order on simulated memory, leaves each computed position holding its own token.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kvcache/kv_cache_manager.h"
+#include "tests/kvcache/kv_cache_test_util.h"
+#include "tests/status_matchers.h"
+
+namespace kvserve {
+namespace {
+
+using ::absl::StatusCode;
+using ::kvserve::testing::StatusIs;
+using namespace ::kvserve::testing_util;  // NOLINT(build/namespaces): test helpers
+
+constexpr int kBlockSize = 4;
+constexpr TokenId kGarbage = -1;
+
+std::unique_ptr<KvCacheManager> MakeTiered(int num_blocks, int num_host_blocks) {
+  auto manager = KvCacheManager::Create(KvCacheConfig{.num_blocks = num_blocks,
+                                                      .block_size = kBlockSize,
+                                                      .epoch = 7,
+                                                      .num_host_blocks = num_host_blocks});
+  KVSERVE_EXPECT_OK(manager);
+  return *std::move(manager);
+}
+
+// The KV memory a runner would hold, with a token id standing for each slot's K/V: the device
+// pool and the host tier, changed only by "forward" writes and the manager's copies.
+class TierMemory {
+ public:
+  TierMemory(int num_blocks, int num_host_blocks)
+      : device_(static_cast<size_t>(num_blocks) * kBlockSize, kGarbage),
+        host_(static_cast<size_t>(num_host_blocks) * kBlockSize, kGarbage) {}
+
+  // Runs the copies recorded so far, in order, as the runner does before a forward.
+  void RunCopies(KvCacheManager& m) {
+    std::vector<HostCopy> copies;
+    m.TakeHostCopies(&copies);
+    for (const HostCopy& copy : copies) {
+      TokenId* device = &device_[static_cast<size_t>(copy.device) * kBlockSize];
+      TokenId* host = &host_[static_cast<size_t>(copy.host) * kBlockSize];
+      if (copy.to_host) {
+        std::copy(device, device + kBlockSize, host);
+      } else {
+        std::copy(host, host + kBlockSize, device);
+      }
+      ++num_copies_;
+    }
+  }
+
+  // "Computes" the sequence's next n tokens: writes them to their slots and commits them.
+  void Compute(KvCacheManager& m, SequenceId id, int n) {
+    RunCopies(m);
+    const int first = *m.GetNumComputedTokens(id);
+    const absl::Span<const TokenId> tokens = *m.GetTokens(id);
+    std::vector<int64_t> slots(n);
+    KVSERVE_ASSERT_OK(m.GetSlotMapping(id, first, absl::MakeSpan(slots)));
+    for (int k = 0; k < n; ++k) device_[slots[k]] = tokens[first + k];
+    KVSERVE_ASSERT_OK(m.CommitComputed(id, n));
+  }
+
+  // Every computed position of the sequence reads its own token (after the pending copies).
+  ::testing::AssertionResult Holds(KvCacheManager& m, SequenceId id) {
+    RunCopies(m);
+    const int computed = *m.GetNumComputedTokens(id);
+    const absl::Span<const TokenId> tokens = *m.GetTokens(id);
+    std::vector<int64_t> slots(computed);
+    if (!m.GetSlotMapping(id, 0, absl::MakeSpan(slots)).ok()) {
+      return ::testing::AssertionFailure() << "no slots";
+    }
+    for (int p = 0; p < computed; ++p) {
+      if (device_[slots[p]] != tokens[p]) {
+        return ::testing::AssertionFailure() << "sequence " << id << " position " << p << " holds "
+                                             << device_[slots[p]] << ", expected " << tokens[p];
+      }
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  int num_copies() const { return num_copies_; }
+
+ private:
+  std::vector<TokenId> device_;  // [num_blocks, block_size]
+  std::vector<TokenId> host_;    // [num_host_blocks, block_size]
+  int num_copies_ = 0;
+};
+
+// Adds the prompt, computes it whole, checks what it reads, and frees it.
+SequenceStart Serve(KvCacheManager& m, TierMemory& memory, SequenceId id,
+                    const std::vector<TokenId>& prompt) {
+  absl::StatusOr<SequenceStart> start = m.AddSequence(id, prompt, "", 1 << 20);
+  EXPECT_TRUE(start.ok()) << start.status();
+  if (!start.ok()) return {};
+  memory.Compute(m, id, start->num_new_tokens);
+  EXPECT_TRUE(memory.Holds(m, id));
+  KVSERVE_EXPECT_OK(m.FreeSequence(id));
+  KVSERVE_EXPECT_OK(m.CheckInvariants());
+  return *start;
+}
+
+TEST(KvCacheHostTierTest, EvictedBlocksAreCopiedToTheHostAndBackInsteadOfRecomputed) {
+  auto m = MakeTiered(/*num_blocks=*/5, /*num_host_blocks=*/8);  // 4 usable device blocks
+  TierMemory memory(5, 8);
+  const std::vector<TokenId> a = Range(13);       // 3 full blocks + 1 token
+  const std::vector<TokenId> b = Range(16, 100);  // 4 blocks: evicts all of a's
+  EXPECT_EQ(Serve(*m, memory, 1, a).num_cached_tokens, 0);
+  std::vector<HostCopy> copies;
+  m->TakeHostCopies(&copies);
+  EXPECT_TRUE(copies.empty());
+  KVSERVE_ASSERT_OK(m->AddSequence(2, b, "", 1 << 20));
+  m->TakeHostCopies(&copies);
+  ASSERT_EQ(copies.size(), 3u);  // a's three cached blocks, tail first
+  for (const HostCopy& copy : copies) EXPECT_TRUE(copy.to_host);
+  EXPECT_EQ(m->Stats().host_cached_blocks, 3);
+  // Simulate them: the copies above were taken, so run them by hand on fresh memory.
+  memory = TierMemory(5, 8);
+  KVSERVE_ASSERT_OK(m->FreeSequence(2));
+  KVSERVE_ASSERT_OK(m->CheckInvariants());
+
+  // The whole cached part of `a` now comes from the host tier.
+  const PrefixMatch match = m->FindCachedPrefix(a, "");
+  EXPECT_EQ(match.num_blocks, 3);
+  EXPECT_EQ(match.num_host_blocks, 3);
+  absl::StatusOr<SequenceStart> start = m->AddSequence(3, a, "", 1 << 20);
+  KVSERVE_ASSERT_OK(start);
+  EXPECT_EQ(start->num_cached_tokens, 12);
+  EXPECT_EQ(start->num_host_tokens, 12);
+  EXPECT_EQ(start->num_new_tokens, 1);
+  m->TakeHostCopies(&copies);
+  const std::vector<BlockId> table = Table(*m, 3);
+  std::vector<HostCopy> loads;
+  for (const HostCopy& copy : copies) {
+    if (!copy.to_host) loads.push_back(copy);
+  }
+  ASSERT_EQ(loads.size(), 3u);
+  for (int j = 0; j < 3; ++j) EXPECT_EQ(loads[j].device, table[j]);
+  // The loaded blocks are the device's cached prefix again.
+  EXPECT_EQ(m->FindCachedPrefix(a, "").num_host_blocks, 0);
+  EXPECT_EQ(m->FindCachedPrefix(a, "").num_blocks, 3);
+  const KvCacheStats stats = m->Stats();
+  EXPECT_EQ(stats.prefix_host_hit_tokens, 12);
+  EXPECT_EQ(stats.host_loaded_blocks, 3);
+  EXPECT_GE(stats.host_stored_blocks, 3);
+  KVSERVE_EXPECT_OK(m->CheckInvariants());
+}
+
+TEST(KvCacheHostTierTest, TheChainContinuesFromTheDeviceIntoTheHostTier) {
+  auto m = MakeTiered(/*num_blocks=*/6, /*num_host_blocks=*/8);  // 5 usable
+  TierMemory memory(6, 8);
+  const std::vector<TokenId> a = Range(17);  // 4 full blocks + 1
+  Serve(*m, memory, 1, a);
+  // A 2-block prompt evicts a's two tail blocks (freed tail first) into the host tier.
+  Serve(*m, memory, 2, Range(9, 100));
+  const PrefixMatch match = m->FindCachedPrefix(a, "");
+  EXPECT_EQ(match.num_blocks, 4);
+  EXPECT_EQ(match.num_host_blocks, 2);
+  const SequenceStart start = Serve(*m, memory, 3, a);
+  EXPECT_EQ(start.num_cached_tokens, 16);
+  EXPECT_EQ(start.num_host_tokens, 8);
+}
+
+TEST(KvCacheHostTierTest, NoRoomForTheHostHitsChangesNothing) {
+  auto m = MakeTiered(/*num_blocks=*/5, /*num_host_blocks=*/8);
+  TierMemory memory(5, 8);
+  const std::vector<TokenId> a = Range(13);
+  Serve(*m, memory, 1, a);
+  Serve(*m, memory, 2, Range(16, 100));  // a's blocks now only on the host
+  // Hold 3 of the 4 device blocks: a needs 4 (3 loads + 1 new token).
+  KVSERVE_ASSERT_OK(m->AddSequence(4, Range(12, 500), "", 1 << 20));
+  memory.RunCopies(*m);
+  EXPECT_THAT(m->AddSequence(3, a, "", 1 << 20), StatusIs(StatusCode::kResourceExhausted));
+  std::vector<HostCopy> copies;
+  m->TakeHostCopies(&copies);
+  EXPECT_TRUE(copies.empty());
+  EXPECT_EQ(m->host_pool()->num_pinned_blocks(), 0);
+  EXPECT_EQ(m->FindCachedPrefix(a, "").num_host_blocks, 3);
+  KVSERVE_EXPECT_OK(m->CheckInvariants());
+}
+
+TEST(KvCacheHostTierTest, TheHostTierNeverGrowsPastItsSize) {
+  auto m = MakeTiered(/*num_blocks=*/5, /*num_host_blocks=*/3);
+  TierMemory memory(5, 3);
+  for (SequenceId id = 1; id <= 8; ++id) {
+    Serve(*m, memory, id, Range(13, static_cast<TokenId>(id * 1000)));
+    EXPECT_LE(m->Stats().host_cached_blocks, 3);
+  }
+  EXPECT_EQ(m->Stats().host_cached_blocks, 3);
+  // The most recent evictions stay: sequence 7's blocks left the device last.
+  EXPECT_GT(m->FindCachedPrefix(Range(13, 7000), "").num_host_blocks, 0);
+  EXPECT_EQ(m->FindCachedPrefix(Range(13, 1000), "").num_blocks, 0);
+}
+
+// Random conversations that share prefixes and outgrow the device pool many times over: after
+// every admission, with the copies run in the recorded order, each computed position of each
+// live sequence holds its own token, and the host tier served some of them.
+TEST(KvCacheHostTierTest, RandomSharedPrefixesAlwaysReadTheirOwnTokens) {
+  std::mt19937 rng(1234);
+  for (int host_blocks : {0, 2, 6, 40}) {
+    SCOPED_TRACE(absl::StrCat("host blocks ", host_blocks));
+    auto m = MakeTiered(/*num_blocks=*/12, host_blocks);
+    TierMemory memory(12, std::max(host_blocks, 1));
+    // Conversations: each turn extends the previous one's prompt.
+    std::vector<std::vector<TokenId>> conversations(6);
+    for (size_t c = 0; c < conversations.size(); ++c) {
+      conversations[c] = Range(5, static_cast<TokenId>(c * 10000));
+    }
+    std::vector<SequenceId> live;
+    SequenceId next_id = 1;
+    for (int step = 0; step < 600; ++step) {
+      if (!live.empty() && (live.size() >= 3 || rng() % 3 == 0)) {
+        const size_t k = rng() % live.size();
+        ASSERT_TRUE(memory.Holds(*m, live[k]));
+        KVSERVE_ASSERT_OK(m->FreeSequence(live[k]));
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+        continue;
+      }
+      std::vector<TokenId>& conversation = conversations[rng() % conversations.size()];
+      if (conversation.size() > 40) conversation.resize(5);  // a new conversation
+      const int turn = 1 + static_cast<int>(rng() % 7);
+      for (int t = 0; t < turn; ++t) conversation.push_back(static_cast<TokenId>(rng() % 50));
+      const SequenceId id = next_id++;
+      absl::StatusOr<SequenceStart> start = m->AddSequence(id, conversation, "", 1 << 20);
+      if (!start.ok()) {
+        ASSERT_EQ(start.status().code(), StatusCode::kResourceExhausted);
+        continue;
+      }
+      ASSERT_TRUE(memory.Holds(*m, id));
+      memory.Compute(*m, id, start->num_new_tokens);
+      ASSERT_TRUE(memory.Holds(*m, id));
+      for (SequenceId other : live) ASSERT_TRUE(memory.Holds(*m, other));
+      live.push_back(id);
+      KVSERVE_ASSERT_OK(m->CheckInvariants());
+    }
+    const KvCacheStats stats = m->Stats();
+    EXPECT_LE(stats.host_cached_blocks, host_blocks);
+    if (host_blocks >= 6) {
+      EXPECT_GT(stats.prefix_host_hit_tokens, 0);
+    }
+    if (host_blocks == 0) {
+      EXPECT_EQ(memory.num_copies(), 0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvserve
