@@ -88,6 +88,9 @@ ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve TLS on --list
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
 ABSL_FLAG(std::string, tls_ca, "", "PEM CA: require client certificates signed by it (mTLS)");
 ABSL_FLAG(double, drain_timeout_s, 30.0, "On SIGTERM, seconds in-flight requests may take");
+ABSL_FLAG(double, structured_output_timeout_s, 10.0,
+          "Seconds a request waits for its JSON schema, regex or grammar to compile; past it "
+          "DEADLINE_EXCEEDED (the compile goes on and is cached for a retry)");
 ABSL_FLAG(std::string, worker_id, "", "Name in StreamStatus (default: the bound host:port)");
 ABSL_FLAG(int32_t, num_threads, 0, "CPU kernel threads (0: one per core)");
 ABSL_FLAG(int32_t, tensor_parallel_size, 1,
@@ -172,6 +175,7 @@ absl::StatusOr<Flags> ReadFlags() {
   options.tls_key = absl::GetFlag(FLAGS_tls_key);
   options.tls_ca = absl::GetFlag(FLAGS_tls_ca);
   options.drain_timeout_s = absl::GetFlag(FLAGS_drain_timeout_s);
+  options.structured_output_timeout_s = absl::GetFlag(FLAGS_structured_output_timeout_s);
   options.worker_id = absl::GetFlag(FLAGS_worker_id);
   options.max_waiting_requests = absl::GetFlag(FLAGS_max_waiting_requests);
   options.http_port = absl::GetFlag(FLAGS_http_port);

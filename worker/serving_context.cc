@@ -17,10 +17,6 @@ namespace {
 
 namespace v1 = ::kvserve::v1;
 
-// How long a request waits for its structured-output constraint to compile (a compile that
-// takes longer carries on and lands in the cache, so a retry finds it).
-constexpr absl::Duration kConstraintCompileTimeout = absl::Seconds(10);
-
 // JSON may have white space between tokens, at most a short run at each place: left free, a
 // small model at a high temperature can emit newlines until max_tokens (seen with SmolLM2 at
 // 0.8 in a 2 x 2 integer matrix). 8 allows a newline and an indent of two levels.
@@ -39,8 +35,12 @@ absl::Status Draining() {
 
 ServingContext::ServingContext(Engine* engine, const Tokenizer* tokenizer,
                                const ModelConfig& config, std::string worker_id,
-                               WorkerMetrics* metrics, int32_t tensor_parallel_size)
-    : engine_(engine), renderer_(tokenizer), metrics_(metrics) {
+                               WorkerMetrics* metrics, int32_t tensor_parallel_size,
+                               absl::Duration constraint_compile_timeout)
+    : engine_(engine),
+      renderer_(tokenizer),
+      metrics_(metrics),
+      constraint_compile_timeout_(constraint_compile_timeout) {
   const EngineOptions& options = engine_->options();
   const int64_t pool_tokens = static_cast<int64_t>(engine_->num_kv_blocks()) * options.block_size;
   limits_.model_name = config.name;
@@ -189,7 +189,7 @@ absl::Status ServingContext::CompileConstraint(const v1::SamplingParams& samplin
         "sampling.structured_output: the served model has no tokenizer to constrain");
   }
   absl::StatusOr<std::shared_ptr<const CompiledConstraint>> compiled =
-      grammar_->Compile(constraint, kConstraintCompileTimeout);
+      grammar_->Compile(constraint, constraint_compile_timeout_);
   if (!compiled.ok()) {
     return absl::Status(compiled.status().code(),
                         absl::StrCat("sampling.structured_output: ", compiled.status().message()));

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "api/request_validation.h"
 #include "engine/engine.h"
 #include "engine/request_stream.h"
@@ -42,13 +43,20 @@ struct StartedRequest {
   std::string engine_request_id;  // for Engine::Abort
 };
 
+// ServingContext's default wait for a structured-output compile (--structured_output_timeout_s).
+inline constexpr absl::Duration kDefaultConstraintCompileTimeout = absl::Seconds(10);
+
 class ServingContext {
  public:
   // `tokenizer` may be null (token-id input only); `config` describes the served model.
   // The limits follow the engine: context_length = engine->max_context_len() and the pool size.
   // tensor_parallel_size: ranks of the worker group (WorkerIdentity, ModelInfo).
+  // constraint_compile_timeout: how long a request waits for its structured-output constraint
+  // to compile (a compile that takes longer carries on and lands in the cache, so a retry finds
+  // it); past it the request gets DEADLINE_EXCEEDED.
   ServingContext(Engine* engine, const Tokenizer* tokenizer, const ModelConfig& config,
-                 std::string worker_id, WorkerMetrics* metrics, int32_t tensor_parallel_size = 1);
+                 std::string worker_id, WorkerMetrics* metrics, int32_t tensor_parallel_size = 1,
+                 absl::Duration constraint_compile_timeout = kDefaultConstraintCompileTimeout);
 
   // Generation.Generate: validate, tokenize, submit.
   absl::StatusOr<StartedRequest> StartGenerate(const kvserve::v1::GenerateRequest& request);
@@ -90,6 +98,7 @@ class ServingContext {
   Engine* const engine_;
   const PromptRenderer renderer_;
   WorkerMetrics* const metrics_;
+  const absl::Duration constraint_compile_timeout_;
   ServingLimits limits_;
   // Structured output's compiler for this model's vocabulary; null without a tokenizer.
   std::unique_ptr<GrammarCompiler> grammar_;

@@ -77,6 +77,11 @@ absl::Status WorkerOptions::Validate() const {
   if (!tls_ca.empty() && tls_cert.empty()) {
     return FlagError("tls_ca", "needs --tls_cert and --tls_key (mTLS is on top of TLS)");
   }
+  if (!std::isfinite(structured_output_timeout_s) || structured_output_timeout_s <= 0) {
+    return FlagError(
+        "structured_output_timeout_s",
+        absl::StrCat("must be a finite number > 0, got ", structured_output_timeout_s));
+  }
   if (!std::isfinite(drain_timeout_s) || drain_timeout_s < 0) {
     return FlagError("drain_timeout_s",
                      absl::StrCat("must be a finite number >= 0, got ", drain_timeout_s));

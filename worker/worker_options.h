@@ -47,6 +47,10 @@ struct WorkerOptions {
   int32_t http_port = -1;
   std::string http_api_key;                     // --http_api_key: bearer token HTTP needs
   std::vector<std::string> http_model_aliases;  // --http_model_aliases: other model names
+  // --structured_output_timeout_s: how long a request waits for its JSON schema, regex or
+  // grammar to compile; past it, DEADLINE_EXCEEDED (the compile finishes in the background and
+  // is cached for a retry).
+  double structured_output_timeout_s = 10.0;
   // --tensor_parallel_size: ranks of the group this process leads (WorkerIdentity, ModelInfo).
   int32_t tensor_parallel_size = 1;
   std::string step_log;  // --step_log: a CSV line per engine step (WorkerMetrics::OpenStepLog)

@@ -93,7 +93,8 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   server->context_ = std::make_unique<ServingContext>(
       server->engine_.get(), server->tokenizer_.get(), config, options.worker_id,
-      server->metrics_.get(), options.tensor_parallel_size);
+      server->metrics_.get(), options.tensor_parallel_size,
+      absl::Seconds(options.structured_output_timeout_s));
   server->generation_service_ = std::make_unique<GenerationService>(server->context_.get());
   server->worker_service_ = std::make_unique<WorkerService>(server->context_.get());
   builder.RegisterService(server->generation_service_.get());

@@ -288,6 +288,40 @@ class WorkerE2eTest(unittest.TestCase):
                         f"{raised.exception.details()!r} should start with {field!r}")
 
 
+class StructuredOutputTimeoutE2eTest(unittest.TestCase):
+    """--structured_output_timeout_s on its own worker: a schema that cannot compile in time is
+    DEADLINE_EXCEEDED naming the field, and the compile, finished in the background, serves the
+    retry."""
+
+    def test_a_compile_past_the_timeout_is_deadline_exceeded_then_cached(self):
+        worker = kvserve_e2e.Worker(
+            OPTIONS["worker"], WORKER_ARGS + ["--structured_output_timeout_s=0.000001"]
+            + kvserve_e2e.model_args(OPTIONS)).start()
+        stub = generation_stub(worker)
+        schema = ('{"type": "object", "properties": {"city": {"type": "string"}, '
+                  '"population": {"type": "integer"}}, "required": ["city", "population"]}')
+        request = lib.request("A city as JSON:", temperature=0, max_tokens=40,
+                              structured_output=PB["sampling_pb2"].StructuredOutput(
+                                  json_schema=schema))
+        with self.assertRaises(grpc.RpcError) as raised:
+            list(stub.Generate(request, timeout=60))
+        self.assertEqual(raised.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+        self.assertTrue(raised.exception.details().startswith("sampling.structured_output: "),
+                        raised.exception.details())
+        deadline = time.time() + 30
+        while True:
+            try:
+                tokens, text, _, _ = collect(stub.Generate(request, timeout=120))
+                break
+            except grpc.RpcError as error:
+                self.assertEqual(error.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+                self.assertLess(time.time(), deadline, "the compile never reached the cache")
+                time.sleep(0.2)
+        self.assertGreater(len(tokens), 0)
+        self.assertIn('"city"', text)
+        self.assertEqual(worker.terminate(), 0, worker.log())
+
+
 class DrainE2eTest(unittest.TestCase):
     """SIGTERM on its own worker: health NOT_SERVING, new requests UNAVAILABLE, the in-flight
     request finishes, exit code 0."""

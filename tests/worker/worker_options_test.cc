@@ -39,6 +39,8 @@ TEST(WorkerOptions, DefaultsAreValidAndEveryBadFlagIsNamed) {
       {[](WorkerOptions* o) { o->tls_cert = "cert.pem"; }, "--tls_key"},
       {[](WorkerOptions* o) { o->tls_ca = "ca.pem"; }, "--tls_ca"},
       {[](WorkerOptions* o) { o->drain_timeout_s = -1; }, "--drain_timeout_s"},
+      {[](WorkerOptions* o) { o->structured_output_timeout_s = 0; },
+       "--structured_output_timeout_s"},
       {[](WorkerOptions* o) { o->worker_id = std::string(200, 'w'); }, "--worker_id"},
   };
   for (const Case& c : cases) {
