@@ -45,13 +45,18 @@ class KvCacheHarness::Draw {
   uint64_t state_;
 };
 
-KvCacheHarness::KvCacheHarness(int num_blocks, int block_size)
+KvCacheHarness::KvCacheHarness(int num_blocks, int block_size, int num_host_blocks)
     : block_size_(block_size),
       kv_fingerprint_(static_cast<size_t>(num_blocks) * block_size, 0),
       kv_token_(static_cast<size_t>(num_blocks) * block_size, -1),
-      written_hash_(num_blocks) {
-  manager_ = *KvCacheManager::Create(
-      KvCacheConfig{.num_blocks = num_blocks, .block_size = block_size, .epoch = kCommittedEpoch});
+      written_hash_(num_blocks),
+      host_fingerprint_(static_cast<size_t>(num_host_blocks) * block_size, 0),
+      host_token_(static_cast<size_t>(num_host_blocks) * block_size, -1),
+      host_written_hash_(num_host_blocks) {
+  manager_ = *KvCacheManager::Create(KvCacheConfig{.num_blocks = num_blocks,
+                                                   .block_size = block_size,
+                                                   .epoch = kCommittedEpoch,
+                                                   .num_host_blocks = num_host_blocks});
   uint64_t state = 42;
   for (int t = 0; t < kNumTemplates; ++t) {
     std::vector<TokenId> tokens(6 * block_size);
@@ -86,6 +91,23 @@ std::vector<uint64_t> KvCacheHarness::Fingerprints(const ModelSequence& seq, int
     fingerprints[p] = fingerprint;
   }
   return fingerprints;
+}
+
+void KvCacheHarness::RunHostCopies() {
+  manager_->TakeHostCopies(&host_copies_);
+  for (const HostCopy& copy : host_copies_) {
+    const int64_t device = int64_t{copy.device} * block_size_;
+    const int64_t host = int64_t{copy.host} * block_size_;
+    if (copy.to_host) {
+      std::copy_n(kv_fingerprint_.begin() + device, block_size_, host_fingerprint_.begin() + host);
+      std::copy_n(kv_token_.begin() + device, block_size_, host_token_.begin() + host);
+      host_written_hash_[copy.host] = written_hash_[copy.device];
+    } else {
+      std::copy_n(host_fingerprint_.begin() + host, block_size_, kv_fingerprint_.begin() + device);
+      std::copy_n(host_token_.begin() + host, block_size_, kv_token_.begin() + device);
+      written_hash_[copy.device] = host_written_hash_[copy.host];
+    }
+  }
 }
 
 int KvCacheHarness::FreeBlocksNeeded(const ModelSequence& seq, int end_tokens) const {
@@ -142,8 +164,9 @@ absl::Status KvCacheHarness::Add(Draw& draw) {
     return Violation(absl::StrCat("bad prefix match of ", cached, " tokens"));
   }
   const int num_new = std::min<int>(budget, prompt.size() - cached);
-  const int needed = (cached + num_new + block_size_ - 1) / block_size_ - match.num_blocks +
-                     match.num_evictable_blocks;
+  // Host-tier hits need fresh blocks to be copied into, like new tokens.
+  const int needed = (cached + num_new + block_size_ - 1) / block_size_ -
+                     (match.num_blocks - match.num_host_blocks) + match.num_evictable_blocks;
   absl::StatusOr<SequenceStart> start = manager_->AddSequence(id, prompt, salt, budget);
   if (needed > before.free_blocks) {
     ++counters_.resource_exhausted;
@@ -170,6 +193,7 @@ absl::Status KvCacheHarness::Add(Draw& draw) {
   }
   ++counters_.sequences_added;
   counters_.prefix_hit_tokens += cached;
+  counters_.host_hit_tokens += start->num_host_tokens;
   return absl::OkStatus();
 }
 
@@ -235,7 +259,9 @@ absl::Status KvCacheHarness::Commit(SequenceId id, int num_tokens) {
                                        "CommitComputed past slots"));
     return CheckUnchanged(before, id);
   }
-  // The runner writes the K/V of the new positions into their slots, then commits.
+  // The runner runs the step's host copies, writes the K/V of the new positions into their
+  // slots, then commits.
+  RunHostCopies();
   std::vector<int64_t> slots(num_tokens);
   const std::vector<uint64_t> fingerprints = Fingerprints(seq, seq.computed + num_tokens);
   HARNESS_RETURN_IF_ERROR(manager_->GetSlotMapping(id, seq.computed, absl::MakeSpan(slots)));
@@ -333,6 +359,7 @@ absl::Status KvCacheHarness::Fork(Draw& draw) {
     return Violation("ForkSequence: wrong block table or copy");
   }
   if (partial) {
+    RunHostCopies();  // the fork's new block may have evicted a cached one to the host
     const BlockCopy& c = **copy;
     if (c.src != from.table[full] || c.dst != table[full]) return Violation("wrong fork copy");
     std::copy_n(kv_fingerprint_.begin() + int64_t{c.src} * block_size_, block_size_,
@@ -376,6 +403,11 @@ absl::Status KvCacheHarness::DrainAndSnapshot(Draw& draw) {
     if (hashes != event_mirror_ || hashes.size() != snapshot.hashes.size()) {
       return Violation("snapshot disagrees with the events drained so far");
     }
+    const absl::flat_hash_set<BlockHash> host_hashes(snapshot.host_hashes.begin(),
+                                                     snapshot.host_hashes.end());
+    if (host_hashes != host_event_mirror_ || host_hashes.size() != snapshot.host_hashes.size()) {
+      return Violation("snapshot's host tier disagrees with the events drained so far");
+    }
   }
   const uint64_t previous = manager_->Snapshot().sequence_number;
   KvEventBatch batch;
@@ -385,11 +417,13 @@ absl::Status KvCacheHarness::DrainAndSnapshot(Draw& draw) {
     return Violation("event batches are not numbered consecutively");
   }
   for (const KvEvent& event : batch.events) {
+    absl::flat_hash_set<BlockHash>& mirror =
+        event.tier == KvTier::kDevice ? event_mirror_ : host_event_mirror_;
     if (event.kind == KvEventKind::kStored) {
-      if (!event_mirror_.insert(event.hash).second) return Violation("stored twice");
+      if (!mirror.insert(event.hash).second) return Violation("stored twice");
     } else {
-      ++counters_.evictions;
-      if (event_mirror_.erase(event.hash) == 0) return Violation("removed an unknown hash");
+      counters_.evictions += event.tier == KvTier::kDevice;
+      if (mirror.erase(event.hash) == 0) return Violation("removed an unknown hash");
     }
   }
   absl::flat_hash_set<BlockHash> cached;
@@ -400,6 +434,7 @@ absl::Status KvCacheHarness::DrainAndSnapshot(Draw& draw) {
 }
 
 absl::Status KvCacheHarness::CheckAll() {
+  RunHostCopies();  // what the next step's runner does before reading anything
   HARNESS_RETURN_IF_ERROR(manager_->CheckInvariants());
   const BlockPool& pool = manager_->pool();
   const KvCacheStats stats = manager_->Stats();

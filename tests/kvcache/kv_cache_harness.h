@@ -11,7 +11,11 @@
 //     no prefix hit, fork or eviction ever served wrong K/V;
 //   - every cached block stores the tokens whose K/V it holds and the hash of their prefix;
 //   - a failed allocation changed nothing and failed only when the blocks really did not fit;
-//   - the event stream, applied to a mirror, reproduces the index; snapshots agree with it.
+//   - the event stream, applied to a mirror per tier, reproduces each index; snapshots agree.
+// With a host tier the model keeps a fake host memory too, and runs the manager's host copies
+// (TakeHostCopies) in their order wherever a runner would: before "computing" (writing slots),
+// before a fork's block copy, and before the checks, so the K/V check above covers every prefix
+// brought back from the host tier.
 //
 // Thread-safety: not thread-safe.
 
@@ -38,14 +42,16 @@ struct HarnessCounters {
   int64_t resource_exhausted = 0;
   int64_t fork_copies = 0;
   int64_t expected_errors = 0;  // misuse answered with the right error
+  int64_t host_hit_tokens = 0;  // of prefix_hit_tokens, copied back from the host tier
 };
 
 class KvCacheHarness {
  public:
   static constexpr int kNumOperationKinds = 16;
 
-  // REQUIRES: num_blocks >= 2, block_size a valid block size.
-  KvCacheHarness(int num_blocks, int block_size);
+  // REQUIRES: num_blocks >= 2, block_size a valid block size, num_host_blocks >= 0 (0: no
+  // host tier).
+  KvCacheHarness(int num_blocks, int block_size, int num_host_blocks = 0);
 
   // Applies operation `kind % kNumOperationKinds`, its arguments drawn from `entropy`, then checks
   // every invariant. Returns the first violation (INTERNAL with a description), else OK.
@@ -83,14 +89,21 @@ class KvCacheHarness {
   // Fake K/V of positions [0, count): each depends on the salt and every token up to it.
   std::vector<uint64_t> Fingerprints(const ModelSequence& seq, int count) const;
   int FreeBlocksNeeded(const ModelSequence& seq, int end_tokens) const;
+  // Runs the host copies recorded so far on the fake K/V, in order.
+  void RunHostCopies();
 
   const int block_size_;
   std::unique_ptr<KvCacheManager> manager_;
   std::map<SequenceId, ModelSequence> sequences_;
-  std::vector<uint64_t> kv_fingerprint_;  // [num_blocks * block_size] fake K/V per slot
-  std::vector<TokenId> kv_token_;         // [num_blocks * block_size] token written per slot
-  std::vector<BlockHash> written_hash_;   // [num_blocks] prefix hash of a block's K/V when full
+  std::vector<uint64_t> kv_fingerprint_;      // [num_blocks * block_size] fake K/V per slot
+  std::vector<TokenId> kv_token_;             // [num_blocks * block_size] token written per slot
+  std::vector<BlockHash> written_hash_;       // [num_blocks] prefix hash of a block's K/V when full
+  std::vector<uint64_t> host_fingerprint_;    // [num_host_blocks * block_size]
+  std::vector<TokenId> host_token_;           // [num_host_blocks * block_size]
+  std::vector<BlockHash> host_written_hash_;  // [num_host_blocks]
+  std::vector<HostCopy> host_copies_;         // scratch of RunHostCopies
   absl::flat_hash_set<BlockHash> event_mirror_;
+  absl::flat_hash_set<BlockHash> host_event_mirror_;
   std::vector<std::vector<TokenId>> templates_;  // shared prompt prefixes
   HarnessCounters counters_;
 };

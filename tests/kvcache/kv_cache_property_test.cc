@@ -34,12 +34,15 @@ TEST(KvCachePropertyTest, RandomOperationSequencesKeepEveryInvariant) {
     const int num_blocks = 2 + static_cast<int>(rng() % 24);
     const int block_size = kBlockSizes[rng() % std::size(kBlockSizes)];
     const int num_operations = 20 + static_cast<int>(rng() % 60);
-    KvCacheHarness harness(num_blocks, block_size);
+    // Half the runs with a host tier of 1..16 blocks under the pool.
+    const int num_host_blocks = rng() % 2 == 0 ? 0 : 1 + static_cast<int>(rng() % 16);
+    KvCacheHarness harness(num_blocks, block_size, num_host_blocks);
     for (int op = 0; op < num_operations; ++op) {
       const int kind = static_cast<int>(rng() % KvCacheHarness::kNumOperationKinds);
       const absl::Status status = harness.Apply(kind, rng());
       KVSERVE_ASSERT_OK(status) << "seed " << seed << ", run " << run << " (pool " << num_blocks
-                                << " x " << block_size << "), operation " << op;
+                                << " x " << block_size << ", host " << num_host_blocks
+                                << "), operation " << op;
     }
     const HarnessCounters& c = harness.counters();
     total.operations += c.operations;
@@ -49,20 +52,22 @@ TEST(KvCachePropertyTest, RandomOperationSequencesKeepEveryInvariant) {
     total.resource_exhausted += c.resource_exhausted;
     total.fork_copies += c.fork_copies;
     total.expected_errors += c.expected_errors;
+    total.host_hit_tokens += c.host_hit_tokens;
   }
   std::printf(
       "operations=%lld sequences=%lld prefix_hit_tokens=%lld evictions=%lld "
-      "resource_exhausted=%lld fork_copies=%lld expected_errors=%lld\n",
+      "resource_exhausted=%lld fork_copies=%lld expected_errors=%lld host_hit_tokens=%lld\n",
       static_cast<long long>(total.operations), static_cast<long long>(total.sequences_added),
       static_cast<long long>(total.prefix_hit_tokens), static_cast<long long>(total.evictions),
       static_cast<long long>(total.resource_exhausted), static_cast<long long>(total.fork_copies),
-      static_cast<long long>(total.expected_errors));
+      static_cast<long long>(total.expected_errors), static_cast<long long>(total.host_hit_tokens));
   // The runs must actually exercise what they claim to check.
   EXPECT_GT(total.prefix_hit_tokens, 0);
   EXPECT_GT(total.evictions, 0);
   EXPECT_GT(total.resource_exhausted, 0);
   EXPECT_GT(total.fork_copies, 0);
   EXPECT_GT(total.expected_errors, 0);
+  EXPECT_GT(total.host_hit_tokens, 0);
 }
 
 }  // namespace
