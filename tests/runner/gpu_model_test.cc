@@ -3,7 +3,9 @@
 //  - f32 weights and f32 KV on the GPU: the greedy tokens of 5 prompts x 64 tokens through the
 //    serving engine (EngineCore, decode graphs on) are identical to the CPU's;
 //  - bf16 weights and KV on the GPU: top-1 agreement with the CPU's f32 logits, teacher-forced
-//    over the prompts and their f32 continuations (printed; must stay >= 95%).
+//    over the prompts and their f32 continuations (printed; must stay >= 95%);
+//  - the host KV tier on the GPU (page-locked memory, copies on the stream): a prompt whose
+//    blocks went to the host tier and came back gives the bits of one that stayed in the pool.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -24,6 +26,7 @@
 #include "model/weights_loader.h"
 #include "nlohmann/json.hpp"
 #include "runner/runner_factory.h"
+#include "tests/engine/engine_test_util.h"
 #include "tests/status_matchers.h"
 
 namespace kvserve {
@@ -156,6 +159,80 @@ TEST_F(GpuModelTest, Bfloat16TopOneAgreesWithTheCpusFloat32) {
   const double top1 = static_cast<double>(agree) / static_cast<double>(rows);
   std::printf("gpu_check bf16_top1_agreement=%.4f rows=%lld\n", top1, static_cast<long long>(rows));
   EXPECT_GE(top1, 0.95);
+}
+
+// Runs `requests` one after another through an engine on `device` (bf16 weights and KV); each
+// result's tokens and every logprob (chosen and top-n), and the final stats.
+struct InTurn {
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<std::vector<float>> logprobs;
+  EngineStats stats;
+};
+InTurn RunInTurn(const std::string& device, int32_t num_kv_blocks, int32_t num_host_blocks,
+                 const std::vector<EngineRequest>& requests) {
+  InTurn out;
+  absl::StatusOr<CreatedRunner> created = CreateLlamaRunner({.model = DefaultModelPath(),
+                                                             .device = device,
+                                                             .dtype = "bfloat16",
+                                                             .kv_cache_dtype = "bfloat16"});
+  KVSERVE_EXPECT_OK(created);
+  if (!created.ok()) return out;
+  EngineOptions options;
+  options.block_size = 16;
+  options.num_kv_blocks = num_kv_blocks;
+  options.host_kv_bytes = int64_t{num_host_blocks} * created->runner->KvBytesPerBlock(16);
+  options.max_num_seqs = 4;
+  options.max_num_batched_tokens = 512;
+  options.max_context_len = 512;
+  auto core = EngineCore::Create(options, std::move(created->runner), nullptr, nullptr);
+  KVSERVE_EXPECT_OK(core);
+  if (!core.ok()) return out;
+  for (const EngineRequest& request : requests) {
+    std::shared_ptr<RequestStream> stream = testing::SubmitToCore(**core, request);
+    testing::RunCore(**core);
+    testing::RequestResult result;
+    result.Drain(*stream);
+    out.tokens.push_back(result.choices[0].tokens);
+    std::vector<float>& logprobs = out.logprobs.emplace_back();
+    for (const PositionLogprobsOutput& position : result.choices[0].logprobs) {
+      logprobs.push_back(position.chosen.logprob);
+      for (const TokenLogprobOutput& top : position.top) logprobs.push_back(top.logprob);
+    }
+  }
+  out.stats = (*core)->Stats();
+  return out;
+}
+
+TEST_F(GpuModelTest, APrefixBackFromTheHostTierGivesTheBitsOfOneThatStayed) {
+  // A 300-token prompt (18 full blocks), three 400-token prompts that take the whole 32-block
+  // pool between its two runs, then the prompt again.
+  std::vector<EngineRequest> requests;
+  auto add = [&](const std::string& id, int32_t length, int32_t first) {
+    EngineRequest& request = requests.emplace_back();
+    request.request_id = id;
+    for (int32_t i = 0; i < length; ++i)
+      request.prompt_token_ids.push_back((first + 37 * i) % 4000);
+    request.sampling.temperature = 0.0f;
+    request.sampling.max_tokens = 8;
+    request.sampling.ignore_eos = true;
+    request.sampling.logprobs = 5;
+  };
+  add("first", 300, 11);
+  for (int i = 0; i < 3; ++i) add(absl::StrCat("flood", i), 400, 1000 + 97 * i);
+  add("again", 300, 11);
+  const InTurn tiered = RunInTurn("cuda", 32, 64, requests);
+  const InTurn kept = RunInTurn("cuda", 256, 0, requests);
+  ASSERT_EQ(tiered.tokens.size(), requests.size());
+  ASSERT_EQ(kept.tokens.size(), requests.size());
+  EXPECT_EQ(tiered.stats.prefix_host_hit_tokens, 18 * 16) << "all of it from the host tier";
+  EXPECT_GE(kept.stats.prefix_hit_tokens, 18 * 16);
+  EXPECT_EQ(tiered.tokens.back(), kept.tokens.back());
+  EXPECT_EQ(tiered.tokens.back(), tiered.tokens.front());
+  ASSERT_EQ(tiered.logprobs.back().size(), kept.logprobs.back().size());
+  ASSERT_EQ(tiered.logprobs.back().size(), 8u * 6u);
+  for (size_t i = 0; i < kept.logprobs.back().size(); ++i) {
+    EXPECT_EQ(tiered.logprobs.back()[i], kept.logprobs.back()[i]) << "logprob " << i;
+  }
 }
 
 }  // namespace
