@@ -1,7 +1,8 @@
 """End-to-end test of migration: 16 streams run through the router on two real workers, and one
 worker is killed with SIGKILL while they run. Every stream must complete, and each stream's
-tokens and text must equal those of an undisturbed run of the same requests: greedy ones, and
-sampled ones with a fixed seed. A request without a seed also completes (the router fixed its
+tokens and text must equal those of an undisturbed run of the same requests: greedy ones,
+sampled ones with a fixed seed, and sampled ones constrained to a JSON schema (the new worker
+replays the generated tokens into its grammar matcher, so the constraint resumes where it was). A request without a seed also completes (the router fixed its
 seed before the first dispatch), and when the last worker dies too, the stream ends with
 UNAVAILABLE (the tokens already sent stand; never OK with FINISH_REASON_ABORT).
 
@@ -27,12 +28,29 @@ OUTPUT_TOKENS = 32
 setUpModule, tearDownModule = lib.module_fixtures(OPTIONS)
 
 
+# Long enough that OUTPUT_TOKENS usually ends it first, so migration lands mid-document.
+STORY_SCHEMA = ('{"type": "object", "properties": {"title": {"type": "string"}, '
+                '"characters": {"type": "array", "items": {"type": "string"}}, '
+                '"moral": {"type": "string"}}, "required": ["title", "characters", "moral"]}')
+
+
+def constrained(i):
+    """Streams 3, 7, 11 and 15 (seeded, sampled) are constrained to STORY_SCHEMA."""
+    return i % 4 == 3
+
+
 def requests():
-    """8 greedy and 8 seeded sampled requests, each with its own prompt."""
+    """8 greedy and 8 seeded sampled requests, each with its own prompt; 4 of the sampled ones
+    constrained to a JSON schema (which may end them before OUTPUT_TOKENS: no ignore_eos)."""
     prompts = [f"Story number {i}: once upon a time, in a village by the sea,"
                for i in range(NUM_STREAMS)]
-    return lib.greedy_and_seeded_requests(prompts, OUTPUT_TOKENS, 1000, temperature=0.9,
-                                          top_p=0.95)
+    result = lib.greedy_and_seeded_requests(prompts, OUTPUT_TOKENS, 1000, temperature=0.9,
+                                            top_p=0.95)
+    for i, request in enumerate(result):
+        if constrained(i):
+            request.sampling.ignore_eos = False
+            request.sampling.structured_output.json_schema = STORY_SCHEMA
+    return result
 
 
 class RouterFaultTest(unittest.TestCase):
@@ -52,8 +70,14 @@ class RouterFaultTest(unittest.TestCase):
 
     def test_kill_one_worker_mid_stream_loses_nothing(self):
         undisturbed = self.run_all()
-        for tokens, _ in undisturbed:
-            self.assertEqual(len(tokens), OUTPUT_TOKENS)
+        for i, (tokens, text) in enumerate(undisturbed):
+            if constrained(i):
+                self.assertGreater(len(tokens), 0)
+                self.assertLessEqual(len(tokens), OUTPUT_TOKENS)
+                self.assertTrue(text.lstrip().startswith("{"), text)
+                self.assertIn('"title"', text)
+            else:
+                self.assertEqual(len(tokens), OUTPUT_TOKENS)
 
         routed = self.router.series("kvserve_router_requests_routed_total")
         killed = []
