@@ -1,3 +1,6 @@
 # Structured-output benchmarks on the default model's vocabulary (bench/grammar_bench.cc).
 kvserve_add_bench(grammar_bench SOURCES ${CMAKE_CURRENT_LIST_DIR}/grammar_bench.cc
                   LIBS kvserve_grammar kvserve_tokenizer)
+if(TARGET grammar_bench)
+  target_compile_definitions(grammar_bench PRIVATE KVSERVE_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+endif()
