@@ -113,6 +113,25 @@ TEST_P(TensorParallelEngineTest, GreedyOutputsEqualTheUnshardedModel) {
   }
 }
 
+// The same scenario on 2 ranks with a host KV tier under each rank's pool: the plans carry the
+// host copies to every rank, each rank copies its own KV heads, and the tokens stay those of the
+// unsharded model without a tier, while blocks the small pool evicted come back from the host.
+TEST(TensorParallelHostTierTest, GreedyOutputsWithAHostTierEqualTheUnshardedModel) {
+  const PhasedRun& want = Unsharded();
+  auto group = testing::ThreadedGroupRunner::Create(kSpec, 2);
+  KVSERVE_ASSERT_OK(group);
+  EngineOptions options = Options();
+  options.host_kv_bytes = 64 * (*group)->KvBytesPerBlock(options.block_size);
+  const PhasedRun got = testing::RunPhases(*std::move(group), options, Phases());
+  EXPECT_GT(got.stats.host_stored_blocks, 0);
+  EXPECT_GT(got.stats.prefix_host_hit_tokens, 0);
+  EXPECT_GE(got.stats.prefix_hit_tokens, want.stats.prefix_hit_tokens);
+  for (const auto& [id, result] : want.results) {
+    ASSERT_TRUE(got.results.contains(id)) << id;
+    EXPECT_EQ(got.results.at(id).choices.at(0).tokens, result.choices.at(0).tokens) << id;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Sizes, TensorParallelEngineTest, ::testing::Values(2, 4, 8),
                          [](const ::testing::TestParamInfo<int32_t>& info) {
                            return "TP" + std::to_string(info.param);
