@@ -34,14 +34,16 @@ HostBlockId HostBlockPool::Store(const BlockHash& hash, const BlockHash& parent_
   assert(static_cast<int>(tokens.size()) == block_size_);
   if (auto it = index_.find(hash); it != index_.end()) {
     const HostBlockId existing = it->second;
-    if (Find(hash, parent_hash, tokens) == existing) {
-      if (entries_[existing].pins == 0) {  // most recently used
+    Entry& entry = entries_[existing];
+    const auto stored = tokens_.begin() + static_cast<size_t>(existing) * block_size_;
+    if (entry.parent_hash == parent_hash && std::equal(tokens.begin(), tokens.end(), stored)) {
+      if (!entry.pinned) {  // most recently used
         lru_.Remove(existing);
         lru_.PushBack(existing);
       }
       return kNoHostBlock;
     }
-    if (entries_[existing].pins > 0) return kNoHostBlock;  // a collision being read: keep it
+    if (entry.pinned) return kNoHostBlock;  // a collision being read: keep it
     Drop(existing);
   }
   if (lru_.empty()) return kNoHostBlock;
@@ -66,15 +68,15 @@ HostBlockId HostBlockPool::Store(const BlockHash& hash, const BlockHash& parent_
 void HostBlockPool::Pin(HostBlockId id) {
   Entry& entry = entries_[id];
   assert(entry.full);
-  if (entry.pins++ == 0) {
-    lru_.Remove(id);
-    pinned_.push_back(id);
-  }
+  if (entry.pinned) return;
+  entry.pinned = true;
+  lru_.Remove(id);
+  pinned_.push_back(id);
 }
 
 void HostBlockPool::UnpinAll() {
   for (HostBlockId id : pinned_) {
-    entries_[id].pins = 0;
+    entries_[id].pinned = false;
     lru_.PushBack(id);
   }
   pinned_.clear();
@@ -82,7 +84,7 @@ void HostBlockPool::UnpinAll() {
 
 void HostBlockPool::Drop(HostBlockId id) {
   Entry& entry = entries_[id];
-  assert(entry.full && entry.pins == 0);
+  assert(entry.full && !entry.pinned);
   index_.erase(entry.hash);
   entry.full = false;
   lru_.Remove(id);
@@ -101,11 +103,10 @@ absl::Status HostBlockPool::CheckInvariants() const {
   int num_pinned = 0;
   for (HostBlockId id = 0; id < num_blocks(); ++id) {
     const Entry& entry = entries_[id];
-    if (entry.pins < 0) return absl::InternalError(absl::StrCat("host block ", id, " pins < 0"));
-    num_pinned += entry.pins > 0;
-    if ((entry.pins == 0) != lru_.Contains(id)) {
-      return absl::InternalError(absl::StrCat("host block ", id, " has ", entry.pins,
-                                              " pins but queued=", lru_.Contains(id)));
+    num_pinned += entry.pinned;
+    if (entry.pinned == lru_.Contains(id)) {
+      return absl::InternalError(absl::StrCat("host block ", id, " pinned=", entry.pinned,
+                                              " but queued=", lru_.Contains(id)));
     }
     if (!entry.full) continue;
     ++num_full;

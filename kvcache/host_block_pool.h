@@ -53,7 +53,6 @@ class HostBlockPool {
   // when there is none (or a colliding entry holds other tokens or another parent).
   HostBlockId Find(const BlockHash& hash, const BlockHash& parent_hash,
                    absl::Span<const TokenId> tokens) const;
-  bool Contains(const BlockHash& hash) const { return index_.contains(hash); }
 
   // Makes room for a block leaving the device and enters it: returns the entry the caller must
   // copy the block's K/V into. Returns kNoHostBlock, changing nothing, when an entry already
@@ -67,7 +66,7 @@ class HostBlockPool {
   // Pins entry `id` (Store never takes it) until UnpinAll, which makes it the most recently
   // used. REQUIRES: id holds a block.
   void Pin(HostBlockId id);
-  // Unpins every pinned entry (the plans that read them have run).
+  // Unpins every pinned entry (their loads are recorded).
   void UnpinAll();
 
   // Moves the events recorded since the last call into `*events` (cleared first): kStored
@@ -89,7 +88,7 @@ class HostBlockPool {
   struct Entry {
     BlockHash hash;
     BlockHash parent_hash;
-    int32_t pins = 0;
+    bool pinned = false;
     bool full = false;
   };
 
@@ -100,7 +99,7 @@ class HostBlockPool {
   std::vector<TokenId> tokens_;  // [num_blocks, block_size]; valid for full entries
   FreeBlockQueue lru_;           // unpinned entries, least recently used (or empty) first
   absl::flat_hash_map<BlockHash, HostBlockId> index_;
-  std::vector<HostBlockId> pinned_;  // entries with pins > 0, each once
+  std::vector<HostBlockId> pinned_;  // entries with pinned set, each once
   std::vector<KvEvent> pending_events_;
 };
 

@@ -221,7 +221,6 @@ absl::StatusOr<SequenceStart> KvCacheManager::AddSequence(SequenceId id,
   prefix_query_tokens_ += static_cast<int64_t>(prompt.size());
   prefix_hit_tokens_ += num_cached_tokens;
   prefix_host_hit_tokens_ += int64_t{num_host_blocks} * block_size_;
-  host_loaded_blocks_ += num_host_blocks;
   return SequenceStart{.num_cached_tokens = num_cached_tokens,
                        .num_host_tokens = num_host_blocks * block_size_,
                        .num_new_tokens = num_new_tokens};
@@ -379,7 +378,7 @@ KvCacheStats KvCacheManager::Stats() const {
     stats.host_cached_blocks = host_->num_cached_blocks();
   }
   stats.host_stored_blocks = host_stored_blocks_;
-  stats.host_loaded_blocks = host_loaded_blocks_;
+  stats.host_loaded_blocks = prefix_host_hit_tokens_ / block_size_;  // a copy per hit block
   return stats;
 }
 
@@ -394,11 +393,12 @@ void KvCacheManager::DrainEvents(KvEventBatch* batch) {
   batch->sequence_number = batch->events.empty() ? 0 : ++last_sequence_number_;
 }
 
-KvSnapshot KvCacheManager::Snapshot() const {
-  absl::flat_hash_set<BlockHash> hashes;
-  pool_.ForEachCachedBlock([&](BlockId block) { hashes.insert(pool_.hash(block)); });
-  // Undo the events not drained yet, newest first, to get the state as of the last batch.
-  const absl::Span<const KvEvent> pending = pool_.pending_events();
+namespace {
+
+// `hashes` (a tier's index now) as it was before `pending` (that tier's events not drained
+// yet) happened: the state as of the last drained batch.
+std::vector<BlockHash> BeforePending(absl::flat_hash_set<BlockHash> hashes,
+                                     absl::Span<const KvEvent> pending) {
   for (auto it = pending.rbegin(); it != pending.rend(); ++it) {
     if (it->kind == KvEventKind::kStored) {
       hashes.erase(it->hash);
@@ -406,19 +406,20 @@ KvSnapshot KvCacheManager::Snapshot() const {
       hashes.insert(it->hash);
     }
   }
-  KvSnapshot snapshot{epoch_, last_sequence_number_, {hashes.begin(), hashes.end()}, {}};
+  return {hashes.begin(), hashes.end()};
+}
+
+}  // namespace
+
+KvSnapshot KvCacheManager::Snapshot() const {
+  absl::flat_hash_set<BlockHash> hashes;
+  pool_.ForEachCachedBlock([&](BlockId block) { hashes.insert(pool_.hash(block)); });
+  KvSnapshot snapshot{
+      epoch_, last_sequence_number_, BeforePending(std::move(hashes), pool_.pending_events()), {}};
   if (host_ != nullptr) {
     absl::flat_hash_set<BlockHash> host_hashes;
     host_->ForEachCachedHash([&](const BlockHash& hash) { host_hashes.insert(hash); });
-    const absl::Span<const KvEvent> host_pending = host_->pending_events();
-    for (auto it = host_pending.rbegin(); it != host_pending.rend(); ++it) {
-      if (it->kind == KvEventKind::kStored) {
-        host_hashes.erase(it->hash);
-      } else {
-        host_hashes.insert(it->hash);
-      }
-    }
-    snapshot.host_hashes.assign(host_hashes.begin(), host_hashes.end());
+    snapshot.host_hashes = BeforePending(std::move(host_hashes), host_->pending_events());
   }
   return snapshot;
 }

@@ -239,7 +239,6 @@ class KvCacheManager {
   int64_t prefix_hit_tokens_ = 0;
   int64_t prefix_host_hit_tokens_ = 0;
   int64_t host_stored_blocks_ = 0;
-  int64_t host_loaded_blocks_ = 0;
 };
 
 }  // namespace kvserve

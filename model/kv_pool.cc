@@ -102,28 +102,29 @@ HostKvPool::HostKvPool(KvPool* device, int32_t num_blocks, char* memory)
 
 HostKvPool::~HostKvPool() { device_->backend()->FreeHost(memory_); }
 
-void HostKvPool::Store(int32_t block, int32_t host) {
+template <typename Fn>
+void HostKvPool::ForEachPart(int32_t block, int32_t host, Fn fn) {
   const int64_t bytes = device_->layout().bytes_per_block_per_pool();
-  char* out = memory_ + host * block_bytes_;
+  char* host_part = memory_ + host * block_bytes_;
   for (int32_t layer = 0; layer < device_->layout().num_layers; ++layer) {
     const kernels::PagedKvView view = device_->Layer(layer);
-    for (const void* pool : {view.k, view.v}) {
-      device_->backend()->CopyToHost(out, static_cast<const char*>(pool) + block * bytes, bytes);
-      out += bytes;
+    for (void* pool : {view.k, view.v}) {
+      fn(static_cast<char*>(pool) + block * bytes, host_part, bytes);
+      host_part += bytes;
     }
   }
 }
 
+void HostKvPool::Store(int32_t block, int32_t host) {
+  ForEachPart(block, host, [&](char* device, char* host_part, int64_t bytes) {
+    device_->backend()->CopyToHost(host_part, device, bytes);
+  });
+}
+
 void HostKvPool::Load(int32_t host, int32_t block) {
-  const int64_t bytes = device_->layout().bytes_per_block_per_pool();
-  const char* in = memory_ + host * block_bytes_;
-  for (int32_t layer = 0; layer < device_->layout().num_layers; ++layer) {
-    const kernels::PagedKvView view = device_->Layer(layer);
-    for (void* pool : {view.k, view.v}) {
-      device_->backend()->CopyFromHostAsync(static_cast<char*>(pool) + block * bytes, in, bytes);
-      in += bytes;
-    }
-  }
+  ForEachPart(block, host, [&](char* device, char* host_part, int64_t bytes) {
+    device_->backend()->CopyFromHostAsync(device, host_part, bytes);
+  });
 }
 
 void KvPool::Clear() { backend_->Memset(memory_.data(), 0, memory_.bytes()); }

@@ -94,6 +94,10 @@ class HostKvPool {
 
  private:
   HostKvPool(KvPool* device, int32_t num_blocks, char* memory);
+  // Calls fn(device part, host part, bytes) for each layer's K and V part of device block
+  // `block` and host block `host`, in the host block's order.
+  template <typename Fn>
+  void ForEachPart(int32_t block, int32_t host, Fn fn);
 
   KvPool* device_;
   int32_t num_blocks_;

@@ -170,9 +170,12 @@ RoutingDecision ClusterBooks::Decide(const PreparedRoute& prepared, int* chosen_
   }
   index_.MatchPrefix(prepared.block_hashes, candidates, &matched_);
   // A worker's chain goes on in its host tier where its pool's match ends (kv_cache_manager.h).
-  host_matched_.assign(WorkerMask::kMaxWorkers, 0);
+  // Only candidates' entries are read; with no host tier anywhere every run is 0.
+  host_matched_.resize(WorkerMask::kMaxWorkers);
+  const bool any_host_tier = host_index_.size() > 0;
   candidates.ForEach([&](int slot) {
-    host_matched_[slot] = host_index_.CountRun(slot, prepared.block_hashes, matched_[slot]);
+    host_matched_[slot] =
+        any_host_tier ? host_index_.CountRun(slot, prepared.block_hashes, matched_[slot]) : 0;
   });
 
   loads_.clear();

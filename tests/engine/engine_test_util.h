@@ -123,6 +123,19 @@ struct RequestResult {
     }
     ADD_FAILURE() << "stream " << stream.request_id() << " did not end in " << timeout;
   }
+
+  // Every logprob received (each position's chosen one, then its top-n), choices in index
+  // order: to compare two runs bit for bit.
+  std::vector<float> AllLogprobs() const {
+    std::vector<float> all;
+    for (const auto& [index, choice] : choices) {
+      for (const PositionLogprobsOutput& position : choice.logprobs) {
+        all.push_back(position.chosen.logprob);
+        for (const TokenLogprobOutput& top : position.top) all.push_back(top.logprob);
+      }
+    }
+    return all;
+  }
 };
 
 // Submits to an EngineCore on the test's thread (what Engine::Submit does across threads).

@@ -368,7 +368,7 @@ TEST(SchedulerTest, HostTierServesEvictedPrefixesWithTheSameOutputs) {
         const std::vector<int32_t> more = RandomPrompt(rng, 6 + static_cast<int>(rng() % 12));
         conversations[c].insert(conversations[c].end(), more.begin(), more.end());
         const std::string id = "c" + std::to_string(c) + "t" + std::to_string(turn);
-        EngineRequest request = MakeRequest(id, conversations[c], 6, 0.8f, 1000 + c);
+        EngineRequest request = MakeRequest(id, conversations[c], 24, 0.8f, 1000 + c);
         if (c % 3 == 0) request.n = 2;
         streams[id] = SubmitToCore(*core, request);
       }
@@ -394,6 +394,7 @@ TEST(SchedulerTest, HostTierServesEvictedPrefixesWithTheSameOutputs) {
   EXPECT_GT(with_stats.prefix_host_hit_tokens, 0);
   EXPECT_GT(with_stats.host_stored_blocks, 0);
   EXPECT_GT(with_stats.prefix_hit_tokens, without_stats.prefix_hit_tokens);
+  EXPECT_GT(with_stats.num_preemptions, 0) << "the scenario must preempt, as it claims";
 }
 
 TEST(SchedulerTest, ParallelSamplingForksThePromptBlocks) {

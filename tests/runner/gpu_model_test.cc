@@ -193,11 +193,7 @@ InTurn RunInTurn(const std::string& device, int32_t num_kv_blocks, int32_t num_h
     testing::RequestResult result;
     result.Drain(*stream);
     out.tokens.push_back(result.choices[0].tokens);
-    std::vector<float>& logprobs = out.logprobs.emplace_back();
-    for (const PositionLogprobsOutput& position : result.choices[0].logprobs) {
-      logprobs.push_back(position.chosen.logprob);
-      for (const TokenLogprobOutput& top : position.top) logprobs.push_back(top.logprob);
-    }
+    out.logprobs.push_back(result.AllLogprobs());
   }
   out.stats = (*core)->Stats();
   return out;

@@ -179,18 +179,6 @@ std::map<std::string, RequestResult> RunInTurn(const EngineOptions& options,
   return results;
 }
 
-// Every logprob of a result (chosen and top-n, in order), to compare bit for bit.
-std::vector<float> Logprobs(const RequestResult& result) {
-  std::vector<float> all;
-  for (const auto& [index, choice] : result.choices) {
-    for (const PositionLogprobsOutput& position : choice.logprobs) {
-      all.push_back(position.chosen.logprob);
-      for (const TokenLogprobOutput& top : position.top) all.push_back(top.logprob);
-    }
-  }
-  return all;
-}
-
 TEST(LlamaModelRunnerTest, APrefixBroughtBackFromTheHostTierGivesBitIdenticalLogprobs) {
   std::mt19937 rng(77);
   std::uniform_int_distribution<int32_t> token(0, 255);
@@ -234,8 +222,8 @@ TEST(LlamaModelRunnerTest, APrefixBroughtBackFromTheHostTierGivesBitIdenticalLog
   ASSERT_EQ(with_tier["again"].choices[0].tokens.size(), 6u);
   EXPECT_EQ(with_tier["again"].choices[0].tokens, without["again"].choices[0].tokens);
   EXPECT_EQ(with_tier["again"].choices[0].tokens, with_tier["first"].choices[0].tokens);
-  const std::vector<float> restored = Logprobs(with_tier["again"]);
-  const std::vector<float> kept = Logprobs(without["again"]);
+  const std::vector<float> restored = with_tier["again"].AllLogprobs();
+  const std::vector<float> kept = without["again"].AllLogprobs();
   ASSERT_EQ(restored.size(), 6u * 6u);
   ASSERT_EQ(restored.size(), kept.size());
   for (size_t i = 0; i < restored.size(); ++i) {
