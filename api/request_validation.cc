@@ -461,6 +461,15 @@ absl::Status ValidateWorkerGenerateRequest(const v1::WorkerGenerateRequest& requ
       return Invalid(Field(path, "emitted_text_bytes"), "must be >= 0");
     }
   }
+  if (request.has_kv_source()) {
+    if (request.kv_source().address().empty()) {
+      return Invalid("kv_source.address", "must not be empty");
+    }
+    if (request.kv_source().num_blocks() < 0) {
+      return Invalid("kv_source.num_blocks",
+                     absl::StrCat("must be >= 0, got ", request.kv_source().num_blocks()));
+    }
+  }
   return ValidatePromptTokens(request.prompt_token_ids(), limits, "prompt_token_ids");
 }
 

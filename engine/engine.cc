@@ -93,6 +93,47 @@ absl::Status Engine::Abort(std::string_view request_id_view) {
   return absl::OkStatus();
 }
 
+void Engine::Post(std::function<void(EngineCore*)> task) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (started_ && !stopping_ && !failed_) {
+      inbox_.tasks.push_back(std::move(task));
+      work_cv_.notify_one();
+      return;
+    }
+  }
+  task(nullptr);
+}
+
+void Engine::AbortAll(absl::Status status) {
+  std::unique_lock<std::mutex> lock(mu_);
+  inbox_.abort_all = std::move(status);
+  work_cv_.notify_one();
+}
+
+void Engine::ExportKvBlocks(KvTransferQuery query, ExportDone done) {
+  Post([query = std::move(query), done = std::move(done)](EngineCore* core) {
+    if (core == nullptr) return done(absl::UnavailableError("the engine is not running"));
+    done(core->ExportKvBlocks(query));
+  });
+}
+
+void Engine::ImportKvBlocks(KvTransferQuery query, std::vector<std::string> blocks,
+                            ImportDone done) {
+  Post([query = std::move(query), blocks = std::move(blocks),
+        done = std::move(done)](EngineCore* core) {
+    if (core == nullptr) return done(absl::UnavailableError("the engine is not running"));
+    done(core->ImportKvBlocks(query, blocks));
+  });
+}
+
+void Engine::CountHeldKvBlocks(KvTransferQuery query, ImportDone done) {
+  Post([query = std::move(query), done = std::move(done)](EngineCore* core) {
+    if (core == nullptr) return done(absl::UnavailableError("the engine is not running"));
+    done(core->CountHeldKvBlocks(query));
+  });
+}
+
 EngineStats Engine::Stats() const {
   std::unique_lock<std::mutex> lock(mu_);
   return stats_;
@@ -141,6 +182,7 @@ void Engine::Shutdown() {
   const absl::Status unavailable = absl::UnavailableError("engine shut down");
   for (auto& request : inbox.requests) request->stream->Close(unavailable);
   for (auto& subscription : inbox.subscriptions) subscription->Close();
+  for (auto& task : inbox.tasks) task(nullptr);
   core_->AbortAll(unavailable);
   for (auto& subscription : subscriptions_) subscription->Close();
   subscriptions_.clear();
@@ -187,7 +229,7 @@ std::optional<Engine::TakenWork> Engine::WaitForWork() {
   // tell a live idle worker from a frozen one (router/worker_connection.h).
   work_cv_.wait_for(lock, kStatusHeartbeat, [this, busy] {
     return busy || stopping_ || wake_ || !inbox_.requests.empty() || !inbox_.aborts.empty() ||
-           !inbox_.subscriptions.empty();
+           !inbox_.subscriptions.empty() || !inbox_.tasks.empty() || inbox_.abort_all.has_value();
   });
   if (stopping_) return std::nullopt;
   TakenWork taken;
@@ -199,6 +241,7 @@ std::optional<Engine::TakenWork> Engine::WaitForWork() {
 }
 
 void Engine::AdmitTaken(Inbox* inbox) {
+  for (auto& task : inbox->tasks) task(failed_engine_ ? nullptr : core_.get());
   for (auto& request : inbox->requests) {
     std::shared_ptr<RequestStream> stream = request->stream;
     if (failed_engine_) {
@@ -210,6 +253,7 @@ void Engine::AdmitTaken(Inbox* inbox) {
   for (const std::string& id : inbox->aborts) {
     core_->AbortRequest(id, absl::CancelledError("request aborted")).IgnoreError();
   }
+  if (inbox->abort_all.has_value()) core_->AbortAll(*inbox->abort_all);
   for (auto& subscription : inbox->subscriptions) subscriptions_.push_back(subscription);
 }
 

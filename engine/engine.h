@@ -78,6 +78,19 @@ class Engine {
   // freed before the next step. NOT_FOUND when no live request has this id.
   absl::Status Abort(std::string_view request_id);
 
+  // KV block transfer between workers (EngineCore::ExportKvBlocks / ImportKvBlocks): the engine
+  // thread does the work between steps and then calls `done` there, so `done` must be quick. A
+  // draining engine still exports (it hands its blocks over). `done` gets UNAVAILABLE when the
+  // engine is not running, failed, or shuts down first.
+  using ExportDone = std::function<void(absl::StatusOr<std::vector<KvBlockBytes>>)>;
+  using ImportDone = std::function<void(absl::StatusOr<int>)>;
+  void ExportKvBlocks(KvTransferQuery query, ExportDone done);
+  void ImportKvBlocks(KvTransferQuery query, std::vector<std::string> blocks, ImportDone done);
+  // EngineCore::CountHeldKvBlocks, as above.
+  void CountHeldKvBlocks(KvTransferQuery query, ImportDone done);
+  const std::string& kv_transfer_format() const { return core_->kv_transfer_format(); }
+  int64_t kv_transfer_block_bytes() const { return core_->kv_transfer_block_bytes(); }
+
   // A consistent snapshot as of the last step (cheap; no wait for the engine thread).
   EngineStats Stats() const;
 
@@ -89,6 +102,11 @@ class Engine {
   void StopAccepting();
   // Waits until no request is live (running or waiting) or the timeout passes; true when idle.
   bool WaitIdle(absl::Duration timeout);
+
+  // Ends every live request with `status` before the next step (their blocks are freed; full
+  // ones stay cached) and goes on running: a worker draining past its grace period hands its
+  // blocks over (ExportKvBlocks) before it shuts down.
+  void AbortAll(absl::Status status);
 
   // Stops the engine thread; every live request's stream closes with UNAVAILABLE (the router
   // migrates it) and its blocks are freed; subscriptions close. Idempotent.
@@ -113,6 +131,9 @@ class Engine {
     std::vector<std::unique_ptr<RequestState>> requests;
     std::vector<std::string> aborts;
     std::vector<std::shared_ptr<StatusSubscription>> subscriptions;
+    // Work on the core between steps (KV transfer); called with null when the engine cannot.
+    std::vector<std::function<void(EngineCore*)>> tasks;
+    std::optional<absl::Status> abort_all;  // AbortAll's status
   };
 
   // What one turn of the loop took from the inbox.
@@ -128,7 +149,9 @@ class Engine {
   void Loop();
   // Waits for work (or the status heartbeat) and takes the inbox; nullopt once stopping.
   std::optional<TakenWork> WaitForWork();
-  // Hands the taken requests, aborts and subscriptions to the core.
+  // Queues a task (Inbox::tasks), or runs it at once with null when the engine is not running.
+  void Post(std::function<void(EngineCore*)> task);
+  // Hands the taken tasks, requests, aborts and subscriptions to the core.
   void AdmitTaken(Inbox* inbox);
   // What the requests of a failed step end with, given the runner's error (see
   // SetFailureListener).

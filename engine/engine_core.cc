@@ -80,6 +80,8 @@ EngineCore::EngineCore(const EngineOptions& options, std::unique_ptr<ModelRunner
       max_context_len_(max_context_len),
       vocab_size_(runner_->vocab_size()),
       eos_token_ids_(runner_->eos_token_ids()),
+      kv_transfer_format_(runner_->KvTransferFormat()),
+      kv_transfer_block_bytes_(runner_->KvTransferBlockBytes()),
       scheduler_(std::make_unique<Scheduler>(
           SchedulerConfig{.max_num_seqs = options.max_num_seqs,
                           .max_num_batched_tokens = options.max_num_batched_tokens,
@@ -336,6 +338,56 @@ EngineStats EngineCore::Stats() const {
   stats.prefix_host_hit_tokens = kv.prefix_host_hit_tokens;
   stats.num_steps = num_steps_;
   return stats;
+}
+
+absl::StatusOr<std::vector<KvBlockBytes>> EngineCore::ExportKvBlocks(const KvTransferQuery& query) {
+  if (kv_transfer_format_.empty()) {
+    return absl::FailedPreconditionError("this worker's runner cannot move KV blocks");
+  }
+  const int full_blocks = static_cast<int>(query.tokens.size()) / manager_->block_size();
+  const int max_blocks = query.max_blocks > 0 ? query.max_blocks : full_blocks;
+  std::vector<KvBlockBytes> blocks;
+  for (const KvBlockLocation& location :
+       manager_->LocateBlocks(query.tokens, query.cache_salt, query.first_block, max_blocks)) {
+    KvBlockBytes& block = blocks.emplace_back();
+    block.index = location.index;
+    block.hash = location.hash;
+    block.data.reserve(static_cast<size_t>(kv_transfer_block_bytes_));
+    KVSERVE_RETURN_IF_ERROR(runner_->ReadKvBlock(location.device, location.host, &block.data));
+  }
+  return blocks;
+}
+
+int EngineCore::CountHeldKvBlocks(const KvTransferQuery& query) const {
+  return static_cast<int>(
+      manager_
+          ->LocateBlocks(query.tokens, query.cache_salt, 0,
+                         static_cast<int>(query.tokens.size()) / manager_->block_size())
+          .size());
+}
+
+absl::StatusOr<int> EngineCore::ImportKvBlocks(const KvTransferQuery& query,
+                                               absl::Span<const std::string> blocks) {
+  if (kv_transfer_format_.empty()) {
+    return absl::FailedPreconditionError("this worker's runner cannot move KV blocks");
+  }
+  for (size_t j = 0; j < blocks.size(); ++j) {
+    if (static_cast<int64_t>(blocks[j].size()) != kv_transfer_block_bytes_) {
+      return absl::InvalidArgumentError(absl::StrCat("block ", query.first_block + j, " is ",
+                                                     blocks[j].size(), " bytes, not ",
+                                                     kv_transfer_block_bytes_));
+    }
+  }
+  KVSERVE_ASSIGN_OR_RETURN(
+      std::vector<HostBlockId> entries,
+      manager_->ImportHostBlocks(query.tokens, query.cache_salt, query.first_block,
+                                 static_cast<int>(blocks.size())));
+  for (size_t j = 0; j < entries.size(); ++j) {
+    if (entries[j] == kNoHostBlock) continue;  // held already
+    // Cannot fail: the entry is in range and the size was checked.
+    KVSERVE_RETURN_IF_ERROR(runner_->WriteHostKvBlock(entries[j], blocks[j]));
+  }
+  return static_cast<int>(entries.size());
 }
 
 }  // namespace kvserve

@@ -34,6 +34,22 @@
 
 namespace kvserve {
 
+// KV block transfer between workers (docs/kv-cache.md): the full blocks first_block ..
+// first_block + max_blocks - 1 of `tokens`, with `cache_salt` in block 0's hash.
+struct KvTransferQuery {
+  std::vector<TokenId> tokens = {};
+  std::string cache_salt = {};
+  int first_block = 0;
+  int max_blocks = 0;  // 0: every full block from first_block on
+};
+
+// One block's K/V, as the runner's KvTransferFormat lays it out.
+struct KvBlockBytes {
+  int index = 0;  // the block's position in the sequence
+  BlockHash hash;
+  std::string data;
+};
+
 class EngineCore {
  public:
   // Validates options, sizes the pool (num_kv_blocks, else kv_memory_bytes / KvBytesPerBlock,
@@ -73,6 +89,22 @@ class EngineCore {
   int32_t num_live_requests() const { return static_cast<int32_t>(requests_.size()); }
   bool IsLive(const std::string& request_id) const { return requests_.contains(request_id); }
 
+  // KV block transfer, between steps. Export: the query's blocks this cache holds (pool or host
+  // tier), in order, up to the first it does not; FAILED_PRECONDITION when the runner cannot move
+  // blocks. Import: enters blocks query.first_block, ... of query.tokens, whose K/V `blocks`
+  // holds (one per block, in order), into the host tier for the next prompt with that prefix;
+  // returns how many leading blocks of them this cache now holds (written, or held already).
+  // FAILED_PRECONDITION without a host tier or transfer; INVALID_ARGUMENT for a block of the
+  // wrong size or blocks past the tokens' full blocks.
+  absl::StatusOr<std::vector<KvBlockBytes>> ExportKvBlocks(const KvTransferQuery& query);
+  absl::StatusOr<int> ImportKvBlocks(const KvTransferQuery& query,
+                                     absl::Span<const std::string> blocks);
+  // The leading full blocks of query.tokens this cache holds (pool, then host tier).
+  int CountHeldKvBlocks(const KvTransferQuery& query) const;
+  // The runner's KvTransferFormat and block bytes, fixed at Create (any thread may read them).
+  const std::string& kv_transfer_format() const { return kv_transfer_format_; }
+  int64_t kv_transfer_block_bytes() const { return kv_transfer_block_bytes_; }
+
   EngineStats Stats() const;
   // The plan of the last Step (for tests and debugging).
   const StepPlan& last_plan() const { return last_plan_; }
@@ -104,6 +136,8 @@ class EngineCore {
   const int32_t max_context_len_;
   const int32_t vocab_size_;
   const std::vector<int32_t> eos_token_ids_;
+  const std::string kv_transfer_format_;
+  const int64_t kv_transfer_block_bytes_;
   std::unique_ptr<Scheduler> scheduler_;
   absl::flat_hash_map<std::string, std::unique_ptr<RequestState>> requests_;
   StepPlan last_plan_;

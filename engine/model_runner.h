@@ -11,6 +11,8 @@
 #define KVSERVE_ENGINE_MODEL_RUNNER_H_
 
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -64,6 +66,26 @@ class ModelRunner {
   // and an eager rank does not, so their collectives would disagree in size and hang.
   virtual int32_t num_decode_graphs() const { return 0; }
   virtual void DropDecodeGraphs() {}
+
+  // KV block transfer between workers (docs/kv-cache.md), on the engine thread between steps.
+  // The byte format of one block as ReadKvBlock gives it and WriteHostKvBlock takes it (KV
+  // dtype and shape, block size, the model): two runners can exchange blocks only when theirs
+  // are equal. Empty (the default): this runner cannot, and the two calls are UNIMPLEMENTED.
+  virtual std::string KvTransferFormat() const { return {}; }
+  // Bytes of one block in that format (0 when the format is empty).
+  virtual int64_t KvTransferBlockBytes() const { return 0; }
+  // Appends the K/V of one block to *out: pool block `device`, or host-tier entry `host` when
+  // device is kNullBlock.
+  virtual absl::Status ReadKvBlock(BlockId device, HostBlockId host, std::string* out) {
+    (void)device, (void)host, (void)out;
+    return absl::UnimplementedError("this runner cannot move KV blocks");
+  }
+  // Overwrites host-tier entry `host` with one block's K/V as ReadKvBlock gives it.
+  // INVALID_ARGUMENT for data of another size or an entry out of range.
+  virtual absl::Status WriteHostKvBlock(HostBlockId host, std::string_view data) {
+    (void)host, (void)data;
+    return absl::UnimplementedError("this runner cannot move KV blocks");
+  }
 
   // Executes one plan (order of work in step_plan.h). An error is fatal for the engine: it fails
   // every request with it.

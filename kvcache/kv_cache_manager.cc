@@ -53,9 +53,8 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& config)
 
 template <typename DeviceFn, typename HostFn>
 void KvCacheManager::MatchPrefix(absl::Span<const TokenId> prompt, std::string_view cache_salt,
-                                 DeviceFn on_device, HostFn on_host) const {
-  if (prompt.empty()) return;
-  const size_t max_blocks = (prompt.size() - 1) / block_size_;
+                                 size_t max_blocks, DeviceFn on_device, HostFn on_host) const {
+  max_blocks = std::min(max_blocks, prompt.size() / block_size_);
   BlockHash hash;
   BlockId parent = kNullBlock;
   uint32_t parent_generation = pool_.generation(kNullBlock);
@@ -77,7 +76,7 @@ void KvCacheManager::MatchPrefix(absl::Span<const TokenId> prompt, std::string_v
     if (host_ == nullptr) return;
     const HostBlockId host = host_->Find(hash, parent_hash, tokens);
     if (host == kNoHostBlock) return;
-    on_host(host);
+    on_host(host, hash);
   }
 }
 
@@ -85,12 +84,12 @@ PrefixMatch KvCacheManager::FindCachedPrefix(absl::Span<const TokenId> prompt,
                                              std::string_view cache_salt) const {
   PrefixMatch match;
   MatchPrefix(
-      prompt, cache_salt,
+      prompt, cache_salt, MaxPromptBlocks(prompt, block_size_),
       [&](BlockId block, const BlockHash&) {
         ++match.num_blocks;
         match.num_evictable_blocks += pool_.ref_count(block) == 0;
       },
-      [&](HostBlockId) {
+      [&](HostBlockId, const BlockHash&) {
         ++match.num_blocks;
         ++match.num_host_blocks;
       });
@@ -110,6 +109,65 @@ absl::Status KvCacheManager::AllocateBlocks(int n, std::vector<BlockId>* out) {
     ++host_stored_blocks_;
   }
   return absl::OkStatus();
+}
+
+std::vector<KvBlockLocation> KvCacheManager::LocateBlocks(absl::Span<const TokenId> tokens,
+                                                          std::string_view cache_salt,
+                                                          int first_block, int max_blocks) const {
+  std::vector<KvBlockLocation> located;
+  if (first_block < 0 || max_blocks <= 0) return located;
+  int index = 0;
+  const size_t end = static_cast<size_t>(first_block) + static_cast<size_t>(max_blocks);
+  MatchPrefix(
+      tokens, cache_salt, end,
+      [&](BlockId block, const BlockHash& hash) {
+        if (index++ >= first_block)
+          located.push_back({.index = index - 1, .hash = hash, .device = block});
+      },
+      [&](HostBlockId host, const BlockHash& hash) {
+        if (index++ >= first_block)
+          located.push_back({.index = index - 1, .hash = hash, .host = host});
+      });
+  return located;
+}
+
+absl::StatusOr<std::vector<HostBlockId>> KvCacheManager::ImportHostBlocks(
+    absl::Span<const TokenId> tokens, std::string_view cache_salt, int first_block,
+    int num_blocks) {
+  if (host_ == nullptr) return absl::FailedPreconditionError("this worker has no host KV tier");
+  const int full_blocks = static_cast<int>(tokens.size() / block_size_);
+  if (first_block < 0 || num_blocks < 0 || first_block + int64_t{num_blocks} > full_blocks) {
+    return absl::InvalidArgumentError(absl::StrCat("blocks ", first_block, "..+", num_blocks,
+                                                   " are not among the ", full_blocks,
+                                                   " full blocks of ", tokens.size(), " tokens"));
+  }
+  std::vector<BlockHash> hashes;
+  HashFullBlocks(tokens.first(static_cast<size_t>(first_block + num_blocks) * block_size_),
+                 block_size_, cache_salt, &hashes);
+  std::vector<HostBlockId> entries;
+  // This import's entries in the tier: more than it holds would evict its own first blocks.
+  int in_tier = 0;
+  for (int j = 0; j < num_blocks; ++j) {
+    const int i = first_block + j;
+    const BlockHash& parent = i == 0 ? BlockHash{} : hashes[i - 1];
+    const absl::Span<const TokenId> block_tokens =
+        tokens.subspan(static_cast<size_t>(i) * block_size_, block_size_);
+    if (pool_.FindHash(hashes[i]) != kNullBlock) {
+      // In the pool already: nothing to write. (A colliding block with other tokens would count
+      // too; harmless, the lookup that serves it verifies the tokens.)
+      entries.push_back(kNoHostBlock);
+      continue;
+    }
+    if (in_tier++ == host_->num_blocks()) break;
+    // Store also refreshes an entry already holding the block, so that this import's later
+    // stores cannot evict it out of the chain.
+    const HostBlockId host = host_->Store(hashes[i], parent, block_tokens);
+    if (host == kNoHostBlock && host_->Find(hashes[i], parent, block_tokens) == kNoHostBlock) {
+      break;  // every entry is pinned
+    }
+    entries.push_back(host);
+  }
+  return entries;
 }
 
 void KvCacheManager::TakeHostCopies(std::vector<HostCopy>* copies) {
@@ -173,13 +231,13 @@ absl::StatusOr<SequenceStart> KvCacheManager::AddSequence(SequenceId id,
   int num_evictable_hits = 0;
   host_hits_.clear();
   MatchPrefix(
-      prompt, cache_salt,
+      prompt, cache_salt, MaxPromptBlocks(prompt, block_size_),
       [&](BlockId block, const BlockHash& hash) {
         seq.block_table.push_back(block);
         seq.hashes.push_back(hash);
         num_evictable_hits += pool_.ref_count(block) == 0;
       },
-      [&](HostBlockId host) { host_hits_.push_back(host); });
+      [&](HostBlockId host, const BlockHash&) { host_hits_.push_back(host); });
   const int num_device_blocks = static_cast<int>(seq.block_table.size());
   const int num_host_blocks = static_cast<int>(host_hits_.size());
   const int num_cached_tokens = (num_device_blocks + num_host_blocks) * block_size_;

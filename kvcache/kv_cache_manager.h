@@ -107,6 +107,16 @@ struct HostCopy {
   friend bool operator==(const HostCopy&, const HostCopy&) = default;
 };
 
+// Where one block of a cached prefix lives, for moving its K/V to another worker: in the pool
+// (`device`) or else in the host tier (`host`).
+struct KvBlockLocation {
+  int index = 0;  // the block's position in its sequence
+  BlockHash hash;
+  BlockId device = kNullBlock;
+  HostBlockId host = kNoHostBlock;
+  friend bool operator==(const KvBlockLocation&, const KvBlockLocation&) = default;
+};
+
 struct KvCacheStats {
   int total_blocks = 0;      // usable blocks (null block excluded)
   int free_blocks = 0;       // ref count 0, evictable ones included
@@ -179,6 +189,28 @@ class KvCacheManager {
 
   KvCacheStats Stats() const;
 
+  // KV block transfer between workers (docs/kv-cache.md). The holder locates the blocks, the
+  // runner reads their K/V; the receiver imports them into its host tier, the runner writes their
+  // K/V there, and the next AddSequence of a prompt with that prefix loads them like any host hit.
+  //
+  // The full blocks first_block .. first_block + max_blocks - 1 of `tokens` (cache_salt in
+  // block 0) that this cache holds, in order, stopping at the first it does not (the chain from
+  // block 0 must be cached, in the pool and then the host tier, as for a prefix hit). Unlike a
+  // prompt lookup, the last full block counts too. No side effects.
+  std::vector<KvBlockLocation> LocateBlocks(absl::Span<const TokenId> tokens,
+                                            std::string_view cache_salt, int first_block,
+                                            int max_blocks) const;
+  // Enters the full blocks first_block .. first_block + num_blocks - 1 of `tokens` into the host
+  // tier for K/V arriving from elsewhere: returns, per block in order, the host entry the caller
+  // must write that block's K/V into before the next step, or kNoHostBlock when this cache
+  // already holds the block (either tier: nothing to write). Stops early, returning fewer, when
+  // the host tier is out of unpinned entries or would have to evict a block of this import.
+  // Records kStored events (tier kHost) like an eviction to the host does.
+  // FAILED_PRECONDITION without a host tier; INVALID_ARGUMENT when the range is not full blocks.
+  absl::StatusOr<std::vector<HostBlockId>> ImportHostBlocks(absl::Span<const TokenId> tokens,
+                                                            std::string_view cache_salt,
+                                                            int first_block, int num_blocks);
+
   // Moves the host-tier copies recorded since the last call into `*copies` (cleared first),
   // in the order the runner must run them. Always empty without a host tier.
   void TakeHostCopies(std::vector<HostCopy>* copies);
@@ -209,11 +241,16 @@ class KvCacheManager {
 
   KvCacheManager(const KvCacheConfig& config);
 
-  // Walks the cached prefix of `prompt`: calls on_device(block, hash) per device hit, in order,
-  // then on_host(host_block) per host-tier hit that continues the chain.
+  // Walks the cached prefix of `prompt`'s first max_blocks full blocks: calls
+  // on_device(block, hash) per device hit, in order, then on_host(host_block, hash) per host-tier
+  // hit that continues the chain.
   template <typename DeviceFn, typename HostFn>
-  void MatchPrefix(absl::Span<const TokenId> prompt, std::string_view cache_salt,
+  void MatchPrefix(absl::Span<const TokenId> prompt, std::string_view cache_salt, size_t max_blocks,
                    DeviceFn on_device, HostFn on_host) const;
+  // The most blocks of `prompt` a prompt lookup may serve: the last token is always computed.
+  static size_t MaxPromptBlocks(absl::Span<const TokenId> prompt, int block_size) {
+    return prompt.empty() ? 0 : (prompt.size() - 1) / block_size;
+  }
   // pool_.Allocate, recording a copy to the host tier for each cached block it evicts.
   absl::Status AllocateBlocks(int n, std::vector<BlockId>* out);
   absl::StatusOr<Sequence*> Find(SequenceId id);

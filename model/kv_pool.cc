@@ -1,5 +1,6 @@
 #include "model/kv_pool.h"
 
+#include <cstring>
 #include <string>
 
 #include "absl/status/status.h"
@@ -125,6 +126,28 @@ void HostKvPool::Load(int32_t host, int32_t block) {
   ForEachPart(block, host, [&](char* device, char* host_part, int64_t bytes) {
     device_->backend()->CopyFromHostAsync(device, host_part, bytes);
   });
+}
+
+void HostKvPool::ReadHost(int32_t host, char* out) {
+  device_->backend()->Synchronize();
+  std::memcpy(out, memory_ + host * block_bytes_, static_cast<size_t>(block_bytes_));
+}
+
+void HostKvPool::WriteHost(int32_t host, const char* in) {
+  device_->backend()->Synchronize();  // no load may still be reading the entry
+  std::memcpy(memory_ + host * block_bytes_, in, static_cast<size_t>(block_bytes_));
+}
+
+void KvPool::ReadBlock(int32_t block, char* out) {
+  backend_->Synchronize();
+  const int64_t bytes = layout_.bytes_per_block_per_pool();
+  for (int32_t layer = 0; layer < layout_.num_layers; ++layer) {
+    const kernels::PagedKvView view = Layer(layer);
+    for (const void* pool : {view.k, view.v}) {
+      backend_->CopyToHost(out, static_cast<const char*>(pool) + block * bytes, bytes);
+      out += bytes;
+    }
+  }
 }
 
 void KvPool::Clear() { backend_->Memset(memory_.data(), 0, memory_.bytes()); }

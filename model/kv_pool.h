@@ -51,6 +51,11 @@ class KvPool {
   // Copies block src to block dst in every layer, K and V (a forked sequence's partial block).
   void CopyBlock(int32_t src, int32_t dst);
 
+  // Copies block `block` of every layer, K then V per layer, into `out` (layout().
+  // bytes_per_block() bytes in host memory; the host tier's block layout), waiting for the
+  // stream first: KV block transfer. REQUIRES: 0 < block < num_blocks().
+  void ReadBlock(int32_t block, char* out);
+
   // Fills every pool with zeros (tests use it to start over without reallocating).
   void Clear();
 
@@ -91,6 +96,12 @@ class HostKvPool {
   // other way: Load. REQUIRES: both ids in range (the device's null block excluded).
   void Store(int32_t block, int32_t host);
   void Load(int32_t host, int32_t block);
+
+  // KV block transfer: one block's bytes (block_bytes(), KvPool::ReadBlock's layout) read from
+  // host block `host` into `out`, or written into it from `in`. Synchronous: they wait for the
+  // stream's pending copies first. REQUIRES: host in range, `out` / `in` hold block_bytes().
+  void ReadHost(int32_t host, char* out);
+  void WriteHost(int32_t host, const char* in);
 
  private:
   HostKvPool(KvPool* device, int32_t num_blocks, char* memory);

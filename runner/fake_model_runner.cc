@@ -1,6 +1,7 @@
 #include "runner/fake_model_runner.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -139,6 +140,42 @@ absl::StatusOr<StepResult> FakeModelRunner::Execute(const StepPlan& plan) {
   sequences_->Commit(work);
   ++num_executed_steps_;
   return result;
+}
+
+std::string FakeModelRunner::KvTransferFormat() const {
+  if (config_.block_size == 0) return {};  // not initialised
+  return absl::StrCat("fake-kv/1 block_size=", config_.block_size, " vocab=", options_.vocab_size,
+                      " slot_bytes=", sizeof(SlotContent));
+}
+
+absl::Status FakeModelRunner::ReadKvBlock(BlockId device, HostBlockId host, std::string* out) {
+  const SlotContent* slots;
+  if (device != kNullBlock) {
+    if (device < 0 || device >= config_.num_blocks) {
+      return absl::InvalidArgumentError(absl::StrCat("no pool block ", device));
+    }
+    slots = &kv_[static_cast<size_t>(device) * config_.block_size];
+  } else {
+    if (host < 0 || host >= config_.num_host_blocks) {
+      return absl::InvalidArgumentError(absl::StrCat("no host block ", host));
+    }
+    slots = &host_kv_[static_cast<size_t>(host) * config_.block_size];
+  }
+  out->append(reinterpret_cast<const char*>(slots), sizeof(SlotContent) * config_.block_size);
+  return absl::OkStatus();
+}
+
+absl::Status FakeModelRunner::WriteHostKvBlock(HostBlockId host, std::string_view data) {
+  if (host < 0 || host >= config_.num_host_blocks) {
+    return absl::InvalidArgumentError(absl::StrCat("no host block ", host));
+  }
+  const size_t bytes = sizeof(SlotContent) * config_.block_size;
+  if (data.size() != bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a KV block is ", bytes, " bytes, got ", data.size()));
+  }
+  std::memcpy(&host_kv_[static_cast<size_t>(host) * config_.block_size], data.data(), bytes);
+  return absl::OkStatus();
 }
 
 }  // namespace kvserve

@@ -13,6 +13,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -71,6 +73,14 @@ class FakeModelRunner final : public ModelRunner {
   }
   absl::Status Initialize(const RunnerConfig& config) override;
   absl::StatusOr<StepResult> Execute(const StepPlan& plan) override;
+  // A block's bytes are its slots' (token, position) pairs, so a block imported for the wrong
+  // tokens or positions fails the context check like any wrong K/V.
+  std::string KvTransferFormat() const override;
+  int64_t KvTransferBlockBytes() const override {
+    return static_cast<int64_t>(sizeof(SlotContent)) * config_.block_size;
+  }
+  absl::Status ReadKvBlock(BlockId device, HostBlockId host, std::string* out) override;
+  absl::Status WriteHostKvBlock(HostBlockId host, std::string_view data) override;
 
   // The logits the fake model gives after `context` (any tokens), for tests.
   static void ContextLogits(const std::vector<TokenId>& context, float* logits /* [vocab] */,

@@ -10,6 +10,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/model_runner.h"
@@ -37,6 +39,14 @@ class FaultInjectingRunner final : public ModelRunner {
     return runner_->Initialize(config);
   }
   absl::StatusOr<StepResult> Execute(const StepPlan& plan) override;
+  std::string KvTransferFormat() const override { return runner_->KvTransferFormat(); }
+  int64_t KvTransferBlockBytes() const override { return runner_->KvTransferBlockBytes(); }
+  absl::Status ReadKvBlock(BlockId device, HostBlockId host, std::string* out) override {
+    return runner_->ReadKvBlock(device, host, out);
+  }
+  absl::Status WriteHostKvBlock(HostBlockId host, std::string_view data) override {
+    return runner_->WriteHostKvBlock(host, data);
+  }
 
  private:
   std::unique_ptr<ModelRunner> runner_;

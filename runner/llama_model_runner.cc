@@ -255,4 +255,46 @@ absl::StatusOr<StepResult> LlamaModelRunner::Sample(const std::vector<RunnerWork
   return result;
 }
 
+std::string LlamaModelRunner::KvTransferFormat() const {
+  if (kv_pool_ == nullptr || weights_->shard().size != 1) return {};
+  const KvLayout& layout = kv_pool_->layout();
+  const ModelConfig& config = weights_->config();
+  return absl::StrCat("llama-kv/1 model=", config.name, " arch=", config.architecture,
+                      " layers=", layout.num_layers, " kv_heads=", layout.num_kv_heads_local,
+                      " head_dim=", layout.head_dim, " block_size=", layout.block_size,
+                      " kv_dtype=", std::string(KvDtypeName(layout.dtype)),
+                      " weights=", kernels::DTypeName(weights_->dtype()));
+}
+
+absl::Status LlamaModelRunner::ReadKvBlock(BlockId device, HostBlockId host, std::string* out) {
+  if (KvTransferFormat().empty()) return absl::UnimplementedError("a shard cannot move KV blocks");
+  const bool from_device = device != kNullBlock;
+  if (from_device ? (device < 1 || device >= kv_pool_->num_blocks())
+                  : (host_kv_ == nullptr || host < 0 || host >= host_kv_->num_blocks())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("no ", from_device ? "pool" : "host", " block ", from_device ? device : host));
+  }
+  const size_t offset = out->size();
+  out->resize(offset + static_cast<size_t>(kv_pool_->layout().bytes_per_block()));
+  if (from_device) {
+    kv_pool_->ReadBlock(device, out->data() + offset);
+  } else {
+    host_kv_->ReadHost(host, out->data() + offset);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LlamaModelRunner::WriteHostKvBlock(HostBlockId host, std::string_view data) {
+  if (KvTransferFormat().empty()) return absl::UnimplementedError("a shard cannot move KV blocks");
+  if (host_kv_ == nullptr || host < 0 || host >= host_kv_->num_blocks()) {
+    return absl::InvalidArgumentError(absl::StrCat("no host block ", host));
+  }
+  if (static_cast<int64_t>(data.size()) != host_kv_->block_bytes()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a KV block is ", host_kv_->block_bytes(), " bytes, got ", data.size()));
+  }
+  host_kv_->WriteHost(host, data.data());
+  return absl::OkStatus();
+}
+
 }  // namespace kvserve

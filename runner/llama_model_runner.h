@@ -73,6 +73,15 @@ class LlamaModelRunner final : public ModelRunner {
   void DropDecodeGraphs() override {
     if (model_) model_->DropDecodeGraphs();
   }
+  // The format names the model, the KV layout (dtype, heads, head size, block size) and the
+  // weights' compute dtype; empty for a tensor-parallel shard (a rank holds part of each block).
+  std::string KvTransferFormat() const override;
+  int64_t KvTransferBlockBytes() const override {
+    return KvTransferFormat().empty() ? 0 : kv_pool_->layout().bytes_per_block();
+  }
+  absl::Status ReadKvBlock(BlockId device, HostBlockId host, std::string* out) override;
+  absl::Status WriteHostKvBlock(HostBlockId host, std::string_view data) override;
+
   const LlamaModel* model() const { return model_.get(); }
 
  private:

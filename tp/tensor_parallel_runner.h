@@ -57,6 +57,8 @@ using TpStepSink = std::function<void(absl::Duration broadcast, absl::Duration a
 
 class TensorParallelRunner final : public ModelRunner {
  public:
+  // KV block transfer is not offered (ModelRunner's empty KvTransferFormat): every rank holds a
+  // slice of each block, and a transfer would have to gather and scatter them across the group.
   // runner: the leader's (rank 0) runner, whose model all-reduces over `data`; `control`
   // carries the messages (both borrowed; they must outlive this; they may be one object).
   // Starts the keep-alive thread.

@@ -88,6 +88,12 @@ ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve TLS on --list
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
 ABSL_FLAG(std::string, tls_ca, "", "PEM CA: require client certificates signed by it (mTLS)");
 ABSL_FLAG(double, drain_timeout_s, 30.0, "On SIGTERM, seconds in-flight requests may take");
+ABSL_FLAG(double, drain_kv_handoff_s, 2.0,
+          "After the drain's grace period, seconds the worker keeps serving the KV blocks of the "
+          "requests it ended, so their new workers fetch rather than recompute them (0: none)");
+ABSL_FLAG(double, kv_fetch_timeout_s, 5.0,
+          "Seconds a request the router gave a KV source waits for its blocks from that worker; "
+          "what has not arrived by then is computed (0: never fetch)");
 ABSL_FLAG(double, structured_output_timeout_s, 10.0,
           "Seconds a request waits for its JSON schema, regex or grammar to compile; past it "
           "DEADLINE_EXCEEDED (the compile goes on and is cached for a retry)");
@@ -175,6 +181,8 @@ absl::StatusOr<Flags> ReadFlags() {
   options.tls_key = absl::GetFlag(FLAGS_tls_key);
   options.tls_ca = absl::GetFlag(FLAGS_tls_ca);
   options.drain_timeout_s = absl::GetFlag(FLAGS_drain_timeout_s);
+  options.drain_kv_handoff_s = absl::GetFlag(FLAGS_drain_kv_handoff_s);
+  options.kv_fetch_timeout_s = absl::GetFlag(FLAGS_kv_fetch_timeout_s);
   options.structured_output_timeout_s = absl::GetFlag(FLAGS_structured_output_timeout_s);
   options.worker_id = absl::GetFlag(FLAGS_worker_id);
   options.max_waiting_requests = absl::GetFlag(FLAGS_max_waiting_requests);

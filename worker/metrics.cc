@@ -71,6 +71,22 @@ WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry
           .Register(r);
   kv_host_stores_ = &host_copies.Add({{"direction", "to_host"}});
   kv_host_loads_ = &host_copies.Add({{"direction", "to_device"}});
+  prometheus::Family<prometheus::Counter>& transfer_blocks =
+      prometheus::BuildCounter()
+          .Name("kvserve_kv_transfer_blocks_total")
+          .Help("KV blocks moved between workers, by direction (sent, or received and verified).")
+          .Register(r);
+  kv_transfer_blocks_sent_ = &transfer_blocks.Add({{"direction", "sent"}});
+  kv_transfer_blocks_received_ = &transfer_blocks.Add({{"direction", "received"}});
+  kv_fetches_ = &prometheus::BuildCounter()
+                     .Name("kvserve_kv_fetches_total")
+                     .Help(
+                         "KV block fetches from other workers, by result (complete, partial, "
+                         "failed).")
+                     .Register(r);
+  kv_fetch_duration_ = AddHistogram(
+      r, "kvserve_kv_fetch_duration_seconds", "Wall time of one KV block fetch, import included.",
+      {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
   preemptions_ = AddCounter(r, "kvserve_preemptions_total",
                             "Running sequences preempted (blocks freed, recomputed later).");
   prompt_tokens_ = AddCounter(r, "kvserve_prompt_tokens_total",
@@ -217,6 +233,16 @@ void WorkerMetrics::OnTokenEmitted(absl::Duration inter_token_latency) {
 }
 
 void WorkerMetrics::OnPreemption() { preemptions_->Increment(); }
+
+void WorkerMetrics::RecordKvTransferBlocks(bool sent, int64_t blocks) {
+  (sent ? kv_transfer_blocks_sent_ : kv_transfer_blocks_received_)
+      ->Increment(static_cast<double>(blocks));
+}
+
+void WorkerMetrics::RecordKvFetch(absl::string_view result, absl::Duration duration) {
+  kv_fetches_->Add({{"result", std::string(result)}}).Increment();
+  kv_fetch_duration_->Observe(Seconds(duration));
+}
 
 void WorkerMetrics::OnPrefixCacheQuery(int64_t query_tokens, int64_t hit_tokens,
                                        int64_t host_hit_tokens) {

@@ -62,6 +62,12 @@ class WorkerMetrics : public EngineObserver, public prometheus::Collectable {
   // A request refused before reaching the engine (validation, draining, full queue).
   void RecordRejected(absl::StatusCode code);
 
+  // KV block transfer between workers: blocks sent (FetchKvBlocks served) or received (verified
+  // on arrival), and one fetch of this worker's: "complete", "partial" (it kept a verified run,
+  // the rest is computed) or "failed" (nothing kept), with its duration.
+  void RecordKvTransferBlocks(bool sent, int64_t blocks);
+  void RecordKvFetch(absl::string_view result, absl::Duration duration);
+
   // One step of a tensor-parallel group (leader): the plan broadcast to the followers and the
   // step's all-reduce time (the sum over its calls).
   void RecordTensorParallelStep(absl::Duration broadcast, absl::Duration all_reduce);
@@ -109,6 +115,10 @@ class WorkerMetrics : public EngineObserver, public prometheus::Collectable {
   prometheus::Counter* kv_host_stores_;
   prometheus::Counter* kv_host_loads_;
   prometheus::Counter* preemptions_;
+  prometheus::Counter* kv_transfer_blocks_sent_;
+  prometheus::Counter* kv_transfer_blocks_received_;
+  prometheus::Family<prometheus::Counter>* kv_fetches_;
+  prometheus::Histogram* kv_fetch_duration_;
   prometheus::Counter* prompt_tokens_;
   prometheus::Counter* cached_prompt_tokens_;
   prometheus::Counter* generation_tokens_;

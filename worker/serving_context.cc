@@ -64,6 +64,7 @@ ServingContext::ServingContext(Engine* engine, const Tokenizer* tokenizer,
   model_info_.set_context_length(limits_.model_context_length);
   model_info_.set_pool_limited_context_length(limits_.context_length);
   model_info_.set_kv_block_size(options.block_size);
+  model_info_.set_kv_transfer_format(engine_->kv_transfer_format());
   for (int32_t eos : engine_->eos_token_ids()) model_info_.add_eos_token_ids(eos);
   if (tokenizer != nullptr && tokenizer->bos_id() >= 0) {
     model_info_.set_bos_token_id(tokenizer->bos_id());
@@ -174,6 +175,15 @@ absl::StatusOr<StartedRequest> ServingContext::StartWorkerGenerate(
                                      engine_request.sampling.max_tokens, engine_request.n, limits_);
       !s.ok()) {
     return Rejected(s);
+  }
+  if (request.has_kv_source() && kv_fetcher_ != nullptr) {
+    // The context the router's books matched: the prompt and the first choice's tokens so far.
+    KvTransferQuery context;
+    context.tokens = engine_request.prompt_token_ids;
+    const std::vector<int32_t>& generated = engine_request.choices.front().generated_token_ids;
+    context.tokens.insert(context.tokens.end(), generated.begin(), generated.end());
+    context.cache_salt = engine_request.cache_salt;
+    kv_fetcher_->Fetch(request.kv_source(), context);
   }
   engine_request.request_id =
       absl::StrCat("w", next_request_number_.fetch_add(1), ":", request.request_id());

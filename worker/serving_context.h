@@ -32,6 +32,7 @@
 #include "model/model_config.h"
 #include "tokenizer/prompt_renderer.h"
 #include "tokenizer/tokenizer.h"
+#include "worker/kv_fetcher.h"
 #include "worker/metrics.h"
 
 namespace kvserve {
@@ -74,6 +75,10 @@ class ServingContext {
   // Aborts an engine request (cancel / deadline); a request that already ended is not an error.
   void Abort(const std::string& engine_request_id);
 
+  // Worker.Generate fetches a request's kv_source blocks with `fetcher` before submitting it
+  // (kv_fetcher.h); without one (the default) kv_source is ignored. Set before serving.
+  void SetKvFetcher(KvFetcher* fetcher) { kv_fetcher_ = fetcher; }
+
   // Draining: Generate calls are refused with UNAVAILABLE from now on.
   void SetDraining();
   bool draining() const { return draining_.load(std::memory_order_acquire); }
@@ -102,6 +107,7 @@ class ServingContext {
   ServingLimits limits_;
   // Structured output's compiler for this model's vocabulary; null without a tokenizer.
   std::unique_ptr<GrammarCompiler> grammar_;
+  KvFetcher* kv_fetcher_ = nullptr;
   kvserve::v1::ModelInfo model_info_;
   mutable absl::Mutex identity_mu_;
   kvserve::v1::WorkerIdentity identity_ ABSL_GUARDED_BY(identity_mu_);

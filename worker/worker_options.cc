@@ -86,6 +86,14 @@ absl::Status WorkerOptions::Validate() const {
     return FlagError("drain_timeout_s",
                      absl::StrCat("must be a finite number >= 0, got ", drain_timeout_s));
   }
+  if (!std::isfinite(drain_kv_handoff_s) || drain_kv_handoff_s < 0) {
+    return FlagError("drain_kv_handoff_s",
+                     absl::StrCat("must be a finite number >= 0, got ", drain_kv_handoff_s));
+  }
+  if (!std::isfinite(kv_fetch_timeout_s) || kv_fetch_timeout_s < 0) {
+    return FlagError("kv_fetch_timeout_s",
+                     absl::StrCat("must be a finite number >= 0, got ", kv_fetch_timeout_s));
+  }
   if (worker_id.size() > 128) {
     return FlagError("worker_id", absl::StrCat("at most 128 characters, got ", worker_id.size()));
   }

@@ -39,7 +39,14 @@ struct WorkerOptions {
   std::string tls_cert;                           // --tls_cert: PEM server certificate chain
   std::string tls_key;                            // --tls_key: PEM private key
   std::string tls_ca;                             // --tls_ca: PEM CA for client certificates (mTLS)
-  double drain_timeout_s = 30.0;       // --drain_timeout_s: SIGTERM grace for in-flight work
+  double drain_timeout_s = 30.0;  // --drain_timeout_s: SIGTERM grace for in-flight work
+  // --drain_kv_handoff_s: after the grace period, requests still running end (the router
+  // migrates them) and the worker keeps serving their KV blocks this long before it stops, so
+  // that their new workers fetch rather than recompute them; 0: stop at once.
+  double drain_kv_handoff_s = 2.0;
+  // --kv_fetch_timeout_s: the longest a request given a kv_source waits for its blocks from
+  // the other worker (what arrived by then is kept; the rest is computed); 0: never fetch.
+  double kv_fetch_timeout_s = 5.0;
   std::string worker_id;               // --worker_id: empty = the bound host:port
   int32_t max_waiting_requests = 256;  // --max_waiting_requests: queued past it -> refused
   // --http_port: the OpenAI-compatible HTTP API on the host of --listen; -1: off, 0: any free

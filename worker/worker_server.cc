@@ -21,6 +21,20 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
   return TlsServerCredentials(tls.cert_chain_pem, tls.private_key_pem, tls.client_ca_pem);
 }
 
+// How this worker reaches the others' FetchKvBlocks: as it is reached itself. With TLS it
+// presents its own certificate and verifies theirs against --tls_ca (one CA signs the
+// cluster's certificates), or the system roots without one.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> PeerCredentials(
+    const WorkerOptions& options) {
+  if (!options.tls_enabled()) return grpc::InsecureChannelCredentials();
+  KVSERVE_ASSIGN_OR_RETURN(TlsMaterial tls, LoadTlsFiles(options));
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = tls.client_ca_pem;
+  ssl.pem_private_key = tls.private_key_pem;
+  ssl.pem_cert_chain = tls.cert_chain_pem;
+  return grpc::SslCredentials(ssl);
+}
+
 // "host:port" with the port replaced by the bound one.
 std::string WithPort(const std::string& address, int port) {
   return absl::StrCat(address.substr(0, address.rfind(':')), ":", port);
@@ -95,6 +109,15 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
       server->engine_.get(), server->tokenizer_.get(), config, options.worker_id,
       server->metrics_.get(), options.tensor_parallel_size,
       absl::Seconds(options.structured_output_timeout_s));
+  if (options.kv_fetch_timeout_s > 0) {
+    KVSERVE_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> peers,
+                             PeerCredentials(options));
+    server->kv_fetcher_ =
+        std::make_unique<KvFetcher>(server->engine_.get(), std::move(peers), server->metrics_.get(),
+                                    absl::Seconds(options.kv_fetch_timeout_s));
+    server->context_->SetKvFetcher(server->kv_fetcher_.get());
+  }
+  server->kv_handoff_ = absl::Seconds(options.drain_kv_handoff_s);
   server->generation_service_ = std::make_unique<GenerationService>(server->context_.get());
   server->worker_service_ = std::make_unique<WorkerService>(server->context_.get());
   builder.RegisterService(server->generation_service_.get());
@@ -152,6 +175,16 @@ bool WorkerServer::Drain(absl::Duration timeout) {
   }
   engine_->StopAccepting();
   const bool idle = engine_->WaitIdle(timeout);
+  if (!idle && kv_handoff_ > absl::ZeroDuration() && !engine_->kv_transfer_format().empty()) {
+    // Hand over rather than drop: the requests left end now (the router migrates them), and
+    // their full blocks stay cached here while their new workers fetch them. The status streams
+    // stay open meanwhile, so routers still see what this worker holds.
+    engine_->AbortAll(absl::UnavailableError(
+        "the worker drained past its grace period; resume elsewhere (its KV blocks can be "
+        "fetched for a while)"));
+    engine_->WaitIdle(absl::Seconds(1));
+    absl::SleepFor(kv_handoff_);
+  }
   // Ends what is left with UNAVAILABLE and closes the status streams, so every call finishes.
   engine_->Shutdown();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

@@ -12,8 +12,10 @@
 // UNAVAILABLE, and StreamStatus says `failed`).
 //
 // Drain (SIGTERM): health turns NOT_SERVING, new Generate calls get UNAVAILABLE, running and
-// waiting requests continue until they finish or the timeout passes; then the engine shuts down
-// (streams still open end with UNAVAILABLE, so a router migrates them) and the server stops.
+// waiting requests continue until they finish or the timeout passes; then the requests left end
+// with UNAVAILABLE (a router migrates them) and, for --drain_kv_handoff_s, the worker goes on
+// serving FetchKvBlocks and its status streams, so their new workers can fetch their blocks;
+// then the engine shuts down and the server stops.
 //
 // Thread-safety: Start/Drain/destructor from one thread; the ports are plain values.
 #ifndef KVSERVE_WORKER_WORKER_SERVER_H_
@@ -35,6 +37,7 @@
 #include "tokenizer/tokenizer.h"
 #include "worker/generation_service.h"
 #include "worker/http_backend.h"
+#include "worker/kv_fetcher.h"
 #include "worker/metrics.h"
 #include "worker/serving_context.h"
 #include "worker/worker_options.h"
@@ -85,6 +88,8 @@ class WorkerServer {
   std::shared_ptr<WorkerMetrics> metrics_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<ServingContext> context_;
+  std::unique_ptr<KvFetcher> kv_fetcher_;  // null with --kv_fetch_timeout_s=0
+  absl::Duration kv_handoff_ = absl::ZeroDuration();
   std::unique_ptr<GenerationService> generation_service_;
   std::unique_ptr<WorkerService> worker_service_;
   std::unique_ptr<grpc::Server> server_;

@@ -2,6 +2,7 @@
 
 #include "api/unary_call.h"
 #include "worker/generate_reactor.h"
+#include "worker/kv_export_reactor.h"
 #include "worker/status_reactor.h"
 
 namespace kvserve {
@@ -32,6 +33,12 @@ grpc::ServerUnaryReactor* WorkerService::GetModelInfo(grpc::CallbackServerContex
                                                       const v1::GetModelInfoRequest* request,
                                                       v1::ModelInfo* response) {
   return FinishUnary(call, context_->GetModelInfo(request->model()), response);
+}
+
+grpc::ServerWriteReactor<v1::KvBlockData>* WorkerService::FetchKvBlocks(
+    grpc::CallbackServerContext* /*call*/, const v1::FetchKvBlocksRequest* request) {
+  // A draining worker still sends: handing its blocks over is what a migration wants.
+  return KvExportReactor::Start(&context_->engine(), context_->metrics(), *request);
 }
 
 }  // namespace kvserve

@@ -87,6 +87,17 @@ class TierMemory {
 
   int num_copies() const { return num_copies_; }
 
+  // KV block transfer: a located block's slots, and a host entry overwritten with them.
+  std::vector<TokenId> Read(const KvBlockLocation& location) const {
+    const TokenId* block = location.device != kNullBlock
+                               ? &device_[static_cast<size_t>(location.device) * kBlockSize]
+                               : &host_[static_cast<size_t>(location.host) * kBlockSize];
+    return std::vector<TokenId>(block, block + kBlockSize);
+  }
+  void WriteHost(HostBlockId host, const std::vector<TokenId>& block) {
+    std::copy(block.begin(), block.end(), &host_[static_cast<size_t>(host) * kBlockSize]);
+  }
+
  private:
   std::vector<TokenId> device_;  // [num_blocks, block_size]
   std::vector<TokenId> host_;    // [num_host_blocks, block_size]
@@ -196,6 +207,105 @@ TEST(KvCacheHostTierTest, TheHostTierNeverGrowsPastItsSize) {
   // The most recent evictions stay: sequence 7's blocks left the device last.
   EXPECT_GT(m->FindCachedPrefix(Range(13, 7000), "").num_host_blocks, 0);
   EXPECT_EQ(m->FindCachedPrefix(Range(13, 1000), "").num_blocks, 0);
+}
+
+// KV block transfer: the blocks one cache locates, carried to another cache's host tier by
+// ImportHostBlocks, are served there as host hits, and every position reads its own token.
+TEST(KvCacheTransferTest, LocatedBlocksImportedElsewhereAreServedAsHostHits) {
+  auto source = MakeTiered(/*num_blocks=*/5, /*num_host_blocks=*/8);
+  TierMemory source_memory(5, 8);
+  const std::vector<TokenId> a = Range(13);  // 3 full blocks + 1
+  Serve(*source, source_memory, 1, a);
+  Serve(*source, source_memory, 2, Range(9, 100));  // a's last two blocks go to the host
+  const std::vector<KvBlockLocation> located = source->LocateBlocks(a, "", 0, 10);
+  ASSERT_EQ(located.size(), 3u);
+  std::vector<BlockHash> hashes;
+  HashFullBlocks(a, kBlockSize, "", &hashes);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(located[i].index, i);
+    EXPECT_EQ(located[i].hash, hashes[i]);
+  }
+  EXPECT_NE(located[0].device, kNullBlock);  // the chain starts in the pool...
+  EXPECT_EQ(located[2].device, kNullBlock);  // ...and continues in the host tier
+  EXPECT_NE(located[2].host, kNoHostBlock);
+  source_memory.RunCopies(*source);
+
+  auto target = MakeTiered(/*num_blocks=*/5, /*num_host_blocks=*/8);
+  TierMemory target_memory(5, 8);
+  absl::StatusOr<std::vector<HostBlockId>> entries = target->ImportHostBlocks(a, "", 0, 3);
+  KVSERVE_ASSERT_OK(entries);
+  ASSERT_EQ(entries->size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_NE((*entries)[i], kNoHostBlock);
+    target_memory.WriteHost((*entries)[i], source_memory.Read(located[i]));
+  }
+  KvEventBatch events;
+  target->DrainEvents(&events);
+  ASSERT_EQ(events.events.size(), 3u);  // the router learns the target holds them
+  for (const KvEvent& event : events.events) EXPECT_EQ(event.tier, KvTier::kHost);
+  const SequenceStart start = Serve(*target, target_memory, 1, a);  // checks every position
+  EXPECT_EQ(start.num_cached_tokens, 12);
+  EXPECT_EQ(start.num_host_tokens, 12);
+}
+
+TEST(KvCacheTransferTest, LocateCountsTheLastFullBlockAndHonoursTheRange) {
+  auto m = MakeTiered(/*num_blocks=*/9, /*num_host_blocks=*/4);
+  TierMemory memory(9, 4);
+  const std::vector<TokenId> a = Range(16);  // exactly 4 full blocks
+  Serve(*m, memory, 1, a);
+  EXPECT_EQ(m->FindCachedPrefix(a, "").num_blocks, 3);  // a prompt's last token is computed
+  EXPECT_EQ(m->LocateBlocks(a, "", 0, 100).size(), 4u);
+  const std::vector<KvBlockLocation> middle = m->LocateBlocks(a, "", 1, 2);
+  ASSERT_EQ(middle.size(), 2u);
+  EXPECT_EQ(middle[0].index, 1);
+  EXPECT_EQ(middle[1].index, 2);
+  EXPECT_TRUE(m->LocateBlocks(a, "salted", 0, 100).empty());
+  // A sequence that leaves the cached chain ends the run there.
+  std::vector<TokenId> b = a;
+  b[9] = 999;
+  EXPECT_EQ(m->LocateBlocks(b, "", 0, 100).size(), 2u);
+  EXPECT_TRUE(m->LocateBlocks(a, "", 4, 100).empty());
+  EXPECT_TRUE(m->LocateBlocks(a, "", -1, 100).empty());
+}
+
+TEST(KvCacheTransferTest, ImportSkipsHeldBlocksAndStaysWithinTheTier) {
+  auto m = MakeTiered(/*num_blocks=*/9, /*num_host_blocks=*/3);
+  TierMemory memory(9, 3);
+  const std::vector<TokenId> a = Range(21);                              // 5 full blocks
+  Serve(*m, memory, 1, std::vector<TokenId>(a.begin(), a.begin() + 9));  // blocks 0, 1 cached
+  absl::StatusOr<std::vector<HostBlockId>> entries = m->ImportHostBlocks(a, "", 0, 5);
+  KVSERVE_ASSERT_OK(entries);
+  // Blocks 0 and 1 are in the pool already; 2, 3, 4 fill the 3-entry tier.
+  ASSERT_EQ(entries->size(), 5u);
+  EXPECT_EQ((*entries)[0], kNoHostBlock);
+  EXPECT_EQ((*entries)[1], kNoHostBlock);
+  for (int i = 2; i < 5; ++i) EXPECT_NE((*entries)[i], kNoHostBlock);
+  EXPECT_EQ(m->Stats().host_cached_blocks, 3);
+  // More blocks than the tier holds: only as many as it holds are taken.
+  entries = m->ImportHostBlocks(Range(40, 500), "", 0, 10);
+  KVSERVE_ASSERT_OK(entries);
+  EXPECT_EQ(entries->size(), 3u);
+  EXPECT_LE(m->Stats().host_cached_blocks, 3);
+  KVSERVE_EXPECT_OK(m->CheckInvariants());
+
+  EXPECT_THAT(m->ImportHostBlocks(a, "", 3, 3), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(m->ImportHostBlocks(a, "", -1, 1), StatusIs(StatusCode::kInvalidArgument));
+  auto untiered = MakeTiered(/*num_blocks=*/9, /*num_host_blocks=*/0);
+  EXPECT_THAT(untiered->ImportHostBlocks(a, "", 0, 1), StatusIs(StatusCode::kFailedPrecondition));
+}
+
+TEST(KvCacheTransferTest, ImportKeepsTheHeldHeadOfItsChainInTheTier) {
+  auto m = MakeTiered(/*num_blocks=*/9, /*num_host_blocks=*/3);
+  const std::vector<TokenId> a = Range(13);             // 3 full blocks + 1
+  KVSERVE_ASSERT_OK(m->ImportHostBlocks(a, "", 0, 1));  // a's block 0, now the oldest entry
+  KVSERVE_ASSERT_OK(m->ImportHostBlocks(Range(8, 700), "", 0, 2));
+  // Blocks 1 and 2 need two entries; the least recently used would be a's block 0 itself.
+  absl::StatusOr<std::vector<HostBlockId>> entries = m->ImportHostBlocks(a, "", 0, 3);
+  KVSERVE_ASSERT_OK(entries);
+  ASSERT_EQ(entries->size(), 3u);
+  EXPECT_EQ((*entries)[0], kNoHostBlock);  // held already
+  EXPECT_EQ(m->FindCachedPrefix(a, "").num_host_blocks, 3);
+  KVSERVE_EXPECT_OK(m->CheckInvariants());
 }
 
 // Random conversations that share prefixes and outgrow the device pool many times over: after

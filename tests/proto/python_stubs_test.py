@@ -48,7 +48,8 @@ def check_services(generation_pb2, worker_pb2, generation_grpc, worker_grpc):
     expected = {
         (generation_pb2, "Generation"): {"Generate": True, "Tokenize": False,
                                          "Detokenize": False, "GetModelInfo": False},
-        (worker_pb2, "Worker"): {"Generate": True, "StreamStatus": True, "GetModelInfo": False},
+        (worker_pb2, "Worker"): {"Generate": True, "StreamStatus": True, "GetModelInfo": False,
+                                 "FetchKvBlocks": True},
     }
     for (module, service_name), methods in expected.items():
         service = module.DESCRIPTOR.services_by_name[service_name]

@@ -81,7 +81,8 @@ TEST(ServicesTest, WorkerHasTheDocumentedMethods) {
       "kvserve.v1.Worker",
       {{"Generate", "kvserve.v1.WorkerGenerateRequest", "kvserve.v1.GenerateResponse", true},
        {"StreamStatus", "kvserve.v1.StatusRequest", "kvserve.v1.WorkerStatus", true},
-       {"GetModelInfo", "kvserve.v1.GetModelInfoRequest", "kvserve.v1.ModelInfo", false}});
+       {"GetModelInfo", "kvserve.v1.GetModelInfoRequest", "kvserve.v1.ModelInfo", false},
+       {"FetchKvBlocks", "kvserve.v1.FetchKvBlocksRequest", "kvserve.v1.KvBlockData", true}});
 }
 
 TEST(ServicesTest, RouterAdminHasTheDocumentedMethods) {

@@ -231,5 +231,69 @@ TEST(LlamaModelRunnerTest, APrefixBroughtBackFromTheHostTierGivesBitIdenticalLog
   }
 }
 
+// KV block transfer: blocks exported from one engine and imported into another's host tier give
+// the bits the holder's own cache hit gives.
+TEST(LlamaModelRunnerTest, BlocksMovedToAnotherEngineGiveBitIdenticalLogprobs) {
+  std::mt19937 rng(78);
+  std::uniform_int_distribution<int32_t> token(0, 255);
+  std::vector<int32_t> prompt(45);  // 5 full blocks of 8 and 5 tokens
+  for (int32_t& t : prompt) t = token(rng);
+  EngineOptions options;
+  options.block_size = 8;
+  options.max_num_seqs = 4;
+  options.max_num_batched_tokens = 64;
+  options.num_kv_blocks = 64;
+  auto make_core = [&](int64_t host_kv_bytes) {
+    EngineOptions core_options = options;
+    core_options.host_kv_bytes = host_kv_bytes;
+    auto runner = LlamaModelRunner::Create(TinyWeights(), {});
+    KVSERVE_EXPECT_OK(runner);
+    auto core = EngineCore::Create(core_options, *std::move(runner), nullptr, nullptr);
+    KVSERVE_EXPECT_OK(core);
+    return *std::move(core);
+  };
+  auto run = [](EngineCore& core, const std::string& id, const std::vector<int32_t>& tokens) {
+    EngineRequest request = MakeRequest(id, tokens, 6);
+    request.sampling.logprobs = 5;
+    std::shared_ptr<RequestStream> stream = testing::SubmitToCore(core, request);
+    testing::RunCore(core);
+    RequestResult result;
+    result.Drain(*stream);
+    return result;
+  };
+  std::unique_ptr<EngineCore> holder = make_core(0);
+  ASSERT_FALSE(holder->kv_transfer_format().empty());
+  run(*holder, "first", prompt);
+  RequestResult kept = run(*holder, "again", prompt);  // its own cache hit
+
+  absl::StatusOr<std::vector<KvBlockBytes>> exported =
+      holder->ExportKvBlocks({.tokens = prompt, .first_block = 0});
+  KVSERVE_ASSERT_OK(exported);
+  ASSERT_EQ(exported->size(), 5u);
+  std::vector<std::string> data;
+  for (KvBlockBytes& block : *exported) data.push_back(std::move(block.data));
+
+  std::unique_ptr<EngineCore> target = make_core(16 * holder->kv_transfer_block_bytes());
+  ASSERT_EQ(target->kv_transfer_format(), holder->kv_transfer_format());
+  EXPECT_EQ(target->CountHeldKvBlocks({.tokens = prompt}), 0);
+  absl::StatusOr<int> imported = target->ImportKvBlocks({.tokens = prompt, .first_block = 0}, data);
+  KVSERVE_ASSERT_OK(imported);
+  EXPECT_EQ(*imported, 5);
+  EXPECT_EQ(target->CountHeldKvBlocks({.tokens = prompt}), 5);
+  RequestResult moved = run(*target, "again", prompt);
+  EXPECT_EQ(target->Stats().prefix_host_hit_tokens, 40);
+  ASSERT_EQ(moved.choices[0].tokens.size(), 6u);
+  EXPECT_EQ(moved.choices[0].tokens, kept.choices[0].tokens);
+  const std::vector<float> a = moved.AllLogprobs();
+  const std::vector<float> b = kept.AllLogprobs();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "logprob " << i << " differs";
+
+  // A block of the wrong size is refused before anything enters the tier.
+  data[2].pop_back();
+  EXPECT_THAT(target->ImportKvBlocks({.tokens = prompt, .first_block = 0}, data),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 }  // namespace
 }  // namespace kvserve
