@@ -168,15 +168,15 @@ struct InTurn {
   std::vector<std::vector<float>> logprobs;
   EngineStats stats;
 };
-InTurn RunInTurn(const std::string& device, int32_t num_kv_blocks, int32_t num_host_blocks,
-                 const std::vector<EngineRequest>& requests) {
-  InTurn out;
+// An engine core on `device` (bf16 weights and KV); null (with a test failure) when it cannot.
+std::unique_ptr<EngineCore> MakeCore(const std::string& device, int32_t num_kv_blocks,
+                                     int32_t num_host_blocks) {
   absl::StatusOr<CreatedRunner> created = CreateLlamaRunner({.model = DefaultModelPath(),
                                                              .device = device,
                                                              .dtype = "bfloat16",
                                                              .kv_cache_dtype = "bfloat16"});
   KVSERVE_EXPECT_OK(created);
-  if (!created.ok()) return out;
+  if (!created.ok()) return nullptr;
   EngineOptions options;
   options.block_size = 16;
   options.num_kv_blocks = num_kv_blocks;
@@ -186,16 +186,24 @@ InTurn RunInTurn(const std::string& device, int32_t num_kv_blocks, int32_t num_h
   options.max_context_len = 512;
   auto core = EngineCore::Create(options, std::move(created->runner), nullptr, nullptr);
   KVSERVE_EXPECT_OK(core);
-  if (!core.ok()) return out;
+  if (!core.ok()) return nullptr;
+  return *std::move(core);
+}
+
+InTurn RunInTurn(const std::string& device, int32_t num_kv_blocks, int32_t num_host_blocks,
+                 const std::vector<EngineRequest>& requests) {
+  InTurn out;
+  std::unique_ptr<EngineCore> core = MakeCore(device, num_kv_blocks, num_host_blocks);
+  if (core == nullptr) return out;
   for (const EngineRequest& request : requests) {
-    std::shared_ptr<RequestStream> stream = testing::SubmitToCore(**core, request);
-    testing::RunCore(**core);
+    std::shared_ptr<RequestStream> stream = testing::SubmitToCore(*core, request);
+    testing::RunCore(*core);
     testing::RequestResult result;
     result.Drain(*stream);
     out.tokens.push_back(result.choices[0].tokens);
     out.logprobs.push_back(result.AllLogprobs());
   }
-  out.stats = (*core)->Stats();
+  out.stats = core->Stats();
   return out;
 }
 
@@ -229,6 +237,48 @@ TEST_F(GpuModelTest, APrefixBackFromTheHostTierGivesTheBitsOfOneThatStayed) {
   for (size_t i = 0; i < kept.logprobs.back().size(); ++i) {
     EXPECT_EQ(tiered.logprobs.back()[i], kept.logprobs.back()[i]) << "logprob " << i;
   }
+}
+
+// KV block transfer on the device: blocks read out of one engine's GPU pool and written into
+// another's page-locked host tier give the bits of the holder's own cache hit.
+TEST_F(GpuModelTest, BlocksMovedToAnotherEngineGiveTheBitsOfTheHoldersHit) {
+  EngineRequest request;
+  for (int32_t i = 0; i < 300; ++i) request.prompt_token_ids.push_back((11 + 37 * i) % 4000);
+  request.sampling.temperature = 0.0f;
+  request.sampling.max_tokens = 8;
+  request.sampling.ignore_eos = true;
+  request.sampling.logprobs = 5;
+  auto run = [&](EngineCore& core, const std::string& id) {
+    EngineRequest copy = request;
+    copy.request_id = id;
+    std::shared_ptr<RequestStream> stream = testing::SubmitToCore(core, copy);
+    testing::RunCore(core);
+    testing::RequestResult result;
+    result.Drain(*stream);
+    return result;
+  };
+  std::unique_ptr<EngineCore> holder = MakeCore("cuda", 64, 0);
+  std::unique_ptr<EngineCore> target = MakeCore("cuda", 64, 32);
+  ASSERT_NE(holder, nullptr);
+  ASSERT_NE(target, nullptr);
+  run(*holder, "first");
+  testing::RequestResult kept = run(*holder, "again");
+  absl::StatusOr<std::vector<KvBlockBytes>> exported =
+      holder->ExportKvBlocks({.tokens = request.prompt_token_ids});
+  KVSERVE_ASSERT_OK(exported);
+  ASSERT_EQ(exported->size(), 18u);
+  std::vector<std::string> data;
+  for (KvBlockBytes& block : *exported) data.push_back(std::move(block.data));
+  absl::StatusOr<int> imported = target->ImportKvBlocks({.tokens = request.prompt_token_ids}, data);
+  KVSERVE_ASSERT_OK(imported);
+  EXPECT_EQ(*imported, 18);
+  testing::RequestResult moved = run(*target, "again");
+  EXPECT_EQ(target->Stats().prefix_host_hit_tokens, 18 * 16);
+  EXPECT_EQ(moved.choices[0].tokens, kept.choices[0].tokens);
+  const std::vector<float> a = moved.AllLogprobs();
+  const std::vector<float> b = kept.AllLogprobs();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "logprob " << i;
 }
 
 }  // namespace
