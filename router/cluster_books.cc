@@ -116,6 +116,16 @@ absl::Status ClusterBooks::MarkRefused(const std::string& worker_id, std::string
   return absl::OkStatus();
 }
 
+absl::Status ClusterBooks::SetKvTransferFormat(const std::string& worker_id, std::string format) {
+  absl::MutexLock lock(&mu_);
+  WorkerBooks* books = Find(worker_id);
+  if (books == nullptr) {
+    return absl::NotFoundError(absl::StrCat("worker ", worker_id, " is not registered"));
+  }
+  books->SetKvTransferFormat(std::move(format));
+  return absl::OkStatus();
+}
+
 PreparedRoute ClusterBooks::Prepare(RouteRequest request) const {
   PreparedRoute prepared;
   prepared.request = std::move(request);
@@ -158,8 +168,11 @@ RoutingDecision ClusterBooks::Decide(const PreparedRoute& prepared, int* chosen_
   query.random_draw = SplitMix64(random_seed_ + num_routed_);
 
   WorkerMask candidates;
+  WorkerMask sources;  // workers that can send KV blocks, whether candidates or not
   for (const std::unique_ptr<WorkerBooks>& books : workers_) {
-    if (books == nullptr || !books->has_capacity()) continue;
+    if (books == nullptr) continue;
+    if (options_.kv_transfer && books->can_send_blocks()) sources.Set(books->slot());
+    if (!books->has_capacity()) continue;
     query.largest_pool_blocks = std::max(query.largest_pool_blocks, books->capacity().total_blocks);
     if (!books->routable()) continue;
     if (std::find(request.excluded_workers.begin(), request.excluded_workers.end(),
@@ -168,15 +181,31 @@ RoutingDecision ClusterBooks::Decide(const PreparedRoute& prepared, int* chosen_
     }
     candidates.Set(books->slot());
   }
-  index_.MatchPrefix(prepared.block_hashes, candidates, &matched_);
+  WorkerMask matched_workers = candidates;
+  sources.ForEach([&](int slot) { matched_workers.Set(slot); });
+  index_.MatchPrefix(prepared.block_hashes, matched_workers, &matched_);
   // A worker's chain goes on in its host tier where its pool's match ends (kv_cache_manager.h).
-  // Only candidates' entries are read; with no host tier anywhere every run is 0.
+  // Only matched workers' entries are read; with no host tier anywhere every run is 0.
   host_matched_.resize(WorkerMask::kMaxWorkers);
   const bool any_host_tier = host_index_.size() > 0;
-  candidates.ForEach([&](int slot) {
+  matched_workers.ForEach([&](int slot) {
     host_matched_[slot] =
         any_host_tier ? host_index_.CountRun(slot, prepared.block_hashes, matched_[slot]) : 0;
   });
+  // The transfer source: the longest pool + host-tier run (ties: the lowest slot). A worker the
+  // request is excluded from may be it: one that failed the request by draining still serves
+  // its blocks.
+  int source_slot = -1;
+  sources.ForEach([&](int slot) {
+    const int64_t run = matched_[slot] + host_matched_[slot];
+    if (run > query.source_matched_blocks) {
+      source_slot = slot;
+      query.source_matched_blocks = run;
+    }
+  });
+  if (source_slot >= 0) {
+    query.source_kv_transfer_format = workers_[source_slot]->kv_transfer_format();
+  }
 
   loads_.clear();
   load_slots_.clear();
@@ -193,6 +222,8 @@ RoutingDecision ClusterBooks::Decide(const PreparedRoute& prepared, int* chosen_
                                 .max_waiting_requests = capacity.max_waiting_requests,
                                 .matched_blocks = matched_[slot],
                                 .host_matched_blocks = host_matched_[slot],
+                                .host_blocks = capacity.host_blocks,
+                                .kv_transfer_format = books.kv_transfer_format(),
                                 .last_chosen = last_chosen_[slot]});
     load_slots_.push_back(slot);
   });
@@ -212,6 +243,11 @@ RoutingDecision ClusterBooks::Decide(const PreparedRoute& prepared, int* chosen_
       (choice.chosen.cached_blocks + choice.chosen.host_cached_blocks) * options_.block_size;
   decision.cost = choice.chosen.cost;
   decision.charged_blocks = choice.chosen.charged_blocks;
+  if (choice.chosen.remote_blocks > 0) {
+    decision.transfer_source = workers_[source_slot]->worker_id();
+    decision.transfer_source_blocks = query.source_matched_blocks;
+    decision.transfer_blocks = choice.chosen.remote_blocks;
+  }
   return decision;
 }
 
@@ -272,6 +308,7 @@ std::vector<WorkerSummary> ClusterBooks::Workers() const {
                                       .capacity_known = books->has_capacity(),
                                       .sync = books->sync_state(),
                                       .capacity = books->capacity(),
+                                      .kv_transfer_format = books->kv_transfer_format(),
                                       .cached_blocks = books->cached_blocks(),
                                       .host_cached_blocks = books->host_cached_blocks(),
                                       .reserved_blocks = books->reserved_blocks(),

@@ -13,6 +13,13 @@
 // workers' KvCacheManager computes them (full blocks only, the cache salt in block 0's extra
 // keys), so they can be looked up in the index directly.
 //
+// KV block transfer: every decision also picks a transfer source, the worker (healthy or
+// draining, with a kv_transfer_format; a candidate or not, an excluded one too) whose pool +
+// host-tier run of the context is the longest, and scores the candidates with it
+// (routing_policy.h). When the chosen worker would fetch blocks from it, the decision names the
+// source's address and match (RoutingDecision::transfer_*), which the request is sent with
+// (worker.proto KvSource). RouterCoreOptions::kv_transfer false turns this off.
+//
 // Capacity listener: after every change that may let a waiting request fit (a status report
 // that changed capacity, health or reservations; a Release), the listener set with
 // SetCapacityListener is called, outside the lock, on the thread that made the change. The
@@ -79,6 +86,13 @@ struct RoutingDecision {
   int64_t needed_blocks = 0;
   int64_t prompt_tokens = 0;  // the context the request prefills (RouteRequest::tokens)
   int num_candidates = 0;     // routable workers considered
+  // A planned KV transfer (worker.proto KvSource), kRouted only: the chosen worker fetches
+  // `transfer_blocks` blocks (routing_policy.h WorkerCost::remote_blocks) from the worker
+  // `transfer_source` (its id in the books: the address the router dials), which holds
+  // `transfer_source_blocks` leading context blocks by the books. Empty / 0: none planned.
+  std::string transfer_source;
+  int64_t transfer_source_blocks = 0;
+  int64_t transfer_blocks = 0;
 };
 
 // A worker's books, copied out for metrics and debugging.
@@ -90,8 +104,9 @@ struct WorkerSummary {
   bool capacity_known = false;      // a capacity report arrived
   KvSyncState sync = KvSyncState::kAwaitingSnapshot;
   WorkerCapacity capacity;
-  int64_t cached_blocks = 0;       // hashes in the router's index of its pool
-  int64_t host_cached_blocks = 0;  // and of its host tier
+  std::string kv_transfer_format = {};  // ModelInfo.kv_transfer_format (empty: no transfer)
+  int64_t cached_blocks = 0;            // hashes in the router's index of its pool
+  int64_t host_cached_blocks = 0;       // and of its host tier
   int64_t reserved_blocks = 0;
   int outstanding_requests = 0;
   absl::Time last_report = absl::InfinitePast();  // the last status message applied
@@ -128,6 +143,9 @@ class ClusterBooks {
   absl::Status MarkUnreachable(const std::string& worker_id);
   // WorkerBooks::MarkRefused (an empty reason lifts the refusal). NOT_FOUND when unknown.
   absl::Status MarkRefused(const std::string& worker_id, std::string reason);
+  // The worker's ModelInfo.kv_transfer_format (empty: it neither sends nor receives KV blocks).
+  // NOT_FOUND when unknown.
+  absl::Status SetKvTransferFormat(const std::string& worker_id, std::string format);
 
   // Hashes the request's full blocks. Takes no lock.
   PreparedRoute Prepare(RouteRequest request) const;

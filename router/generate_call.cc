@@ -300,23 +300,26 @@ void GenerateCall::OnAdmitted(AdmissionOutcome outcome) {
                                     outcome.decision->available_cached_tokens,
                                     outcome.decision->cached_tokens);
     }
-    OpenUpstream(worker_id, std::move(worker));
+    if (!outcome.decision->transfer_source.empty()) {
+      metrics->RecordTransferPlanned(outcome.decision->transfer_blocks);
+    }
+    OpenUpstream(*outcome.decision, std::move(worker));
   }
   Unref();
 }
 
 // --- Open upstream ---------------------------------------------------------------------------
 
-void GenerateCall::OpenUpstream(const std::string& worker_id,
+void GenerateCall::OpenUpstream(const RoutingDecision& decision,
                                 std::shared_ptr<WorkerConnection> worker) {
   v1::WorkerGenerateRequest request;
   {
     absl::MutexLock lock(&mu_);
-    request = progress_.WorkerRequest();
+    request = progress_.WorkerRequest(decision);
     ++holds_;  // the worker call's, until OnUpstreamDone
   }
   auto upstream =
-      std::make_shared<Upstream>(this, worker_id, std::move(worker), std::move(request));
+      std::make_shared<Upstream>(this, decision.worker_id, std::move(worker), std::move(request));
   upstream->Begin();
   Actions actions;
   {
@@ -410,9 +413,10 @@ void GenerateCall::OnUpstreamDone(Upstream* upstream, absl::Status status, bool 
   } else if (status.ok() && upstream->got_usage) {
     EndWith(absl::OkStatus());
   } else if (!Migratable(status, upstream->started)) {
-    metrics->RecordRejection(status.code() == absl::StatusCode::kInvalidArgument    ? "invalid_argument"
-                             : status.code() == absl::StatusCode::kDeadlineExceeded ? "deadline"
-                                                                                    : "worker_error");
+    metrics->RecordRejection(
+        status.code() == absl::StatusCode::kInvalidArgument    ? "invalid_argument"
+        : status.code() == absl::StatusCode::kDeadlineExceeded ? "deadline"
+                                                               : "worker_error");
     EndWith(status);  // the request's own error (e.g. a bad sampling field): as the worker said
   } else {
     const absl::Status failure =
@@ -421,9 +425,9 @@ void GenerateCall::OnUpstreamDone(Upstream* upstream, absl::Status status, bool 
       EndWith(failure, /*usage_may_end=*/true);  // only the usage message is missing
     } else if (attempt >= proxy_->max_migrations()) {
       metrics->RecordRejection("migrations_exhausted");
-      EndWith(absl::UnavailableError(absl::StrCat("worker ", worker_id, " failed (",
-                                                  failure.message(), ") and the request already moved ",
-                                                  attempt, " times (--max_migrations)")),
+      EndWith(absl::UnavailableError(absl::StrCat(
+                  "worker ", worker_id, " failed (", failure.message(),
+                  ") and the request already moved ", attempt, " times (--max_migrations)")),
               /*usage_may_end=*/true);
     } else {
       metrics->RecordMigration();
@@ -525,6 +529,5 @@ void GenerateCall::OnCancel() {
   if (ticket != 0) proxy_->queue()->Cancel(ticket);
   Execute(std::move(actions));
 }
-
 
 }  // namespace kvserve

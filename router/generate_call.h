@@ -7,7 +7,8 @@
 //
 // Its parts, in the order a request meets them:
 //   Admit          route now or wait in the AdmissionQueue (callback: OnAdmitted)
-//   OpenUpstream   Worker.Generate on the chosen worker, watched by its WorkerConnection
+//   OpenUpstream   Worker.Generate on the chosen worker, watched by its WorkerConnection; with
+//                  the decision's KV source when it planned a block transfer
 //   OnUpstreamMessage / OnWriteDone
 //                  forward: one worker message read, rewritten (RequestProgress), sent to the
 //                  client; the next read starts when the client took it (flow control)
@@ -35,8 +36,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "kvserve/v1/generation.pb.h"
 #include "router/generate_proxy.h"
@@ -97,7 +98,8 @@ class GenerateCall final {
 
   void Admit();
   void OnAdmitted(AdmissionOutcome outcome);
-  void OpenUpstream(const std::string& worker_id, std::shared_ptr<WorkerConnection> worker);
+  // Opens Worker.Generate on `decision`'s worker (with its KV source, if it planned one).
+  void OpenUpstream(const RoutingDecision& decision, std::shared_ptr<WorkerConnection> worker);
   void OnUpstreamMessage(Upstream* upstream);
   void OnUpstreamEnd();
   void OnUpstreamDone(Upstream* upstream, absl::Status status, bool lost);

@@ -45,6 +45,13 @@ ABSL_FLAG(int32_t, block_size, 16, "Tokens per KV block; every worker must use t
 ABSL_FLAG(std::string, routing_policy, "kv_aware",
           "Which fitting worker takes a request: kv_aware (cached prefix, pool usage, queues), "
           "round_robin, least_loaded or random; admission and migration are the same for all");
+ABSL_FLAG(bool, kv_transfer, true,
+          "Let a worker fetch a request's cached context blocks from another worker (same KV "
+          "format, a host tier) when the routing cost says fetching beats computing; false: "
+          "never (an A/B switch)");
+ABSL_FLAG(double, transfer_token_cost, kvserve::RoutingWeights().transfer_token_cost,
+          "Routing cost of one context token fetched from another worker, as a fraction of a "
+          "prefill token's (>= 0)");
 ABSL_FLAG(int32_t, max_queue, 1024,
           "Requests that may wait for capacity; more: RESOURCE_EXHAUSTED");
 ABSL_FLAG(int32_t, max_migrations, 3, "Times one request may move to another worker");
@@ -92,6 +99,8 @@ int Run() {
         absl::InvalidArgumentError(absl::StrCat("--routing_policy: ", policy.status().message())));
   }
   options.core.policy = *policy;
+  options.core.kv_transfer = absl::GetFlag(FLAGS_kv_transfer);
+  options.core.weights.transfer_token_cost = absl::GetFlag(FLAGS_transfer_token_cost);
   options.core.admission.max_waiting_requests = absl::GetFlag(FLAGS_max_queue);
   options.max_migrations = absl::GetFlag(FLAGS_max_migrations);
   options.status_interval_ms = absl::GetFlag(FLAGS_status_interval_ms);

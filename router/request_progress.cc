@@ -36,13 +36,18 @@ RouteRequest RequestProgress::RouteFor(const std::vector<std::string>& excluded)
   return route;
 }
 
-v1::WorkerGenerateRequest RequestProgress::WorkerRequest() const {
+v1::WorkerGenerateRequest RequestProgress::WorkerRequest(const RoutingDecision& decision) const {
   v1::WorkerGenerateRequest call;
   call.set_request_id(request_->router_request_id);
   call.mutable_prompt_token_ids()->Add(request_->prompt_token_ids.begin(),
                                        request_->prompt_token_ids.end());
   *call.mutable_sampling() = request_->sampling;
   call.set_cache_salt(request_->cache_salt);
+  if (!decision.transfer_source.empty()) {
+    v1::KvSource* source = call.mutable_kv_source();
+    source->set_address(decision.transfer_source);
+    source->set_num_blocks(static_cast<int32_t>(decision.transfer_source_blocks));
+  }
   for (size_t i = 0; i < choices_.size(); ++i) {
     if (choices_[i].finished) continue;
     v1::WorkerChoice* choice = call.add_choices();

@@ -42,8 +42,10 @@ class RequestProgress {
   // `excluded` (the workers that failed the request), preferring the longest cached prefix when
   // any worker is excluded.
   RouteRequest RouteFor(const std::vector<std::string>& excluded) const;
-  // The worker call of a (re)submission: every unfinished choice with what it produced so far.
-  kvserve::v1::WorkerGenerateRequest WorkerRequest() const;
+  // The worker call of a (re)submission that `decision` routed: every unfinished choice with what
+  // it produced so far, and the KV source when the decision planned a transfer
+  // (RoutingDecision::transfer_source).
+  kvserve::v1::WorkerGenerateRequest WorkerRequest(const RoutingDecision& decision) const;
 
   // Records a worker message and rewrites it for the client (request id; on the message with
   // usage: the original prompt's tokens, completion tokens over every call, the cached prompt

@@ -103,6 +103,20 @@ RouterMetrics::RouterMetrics() : registry_(std::make_shared<prometheus::Registry
                      .Register(r);
   captured_ratio_ = &ratios.Add({{"stage", "captured"}});
   delivered_ratio_ = &ratios.Add({{"stage", "delivered"}});
+  transfers_planned_ = &prometheus::BuildCounter()
+                            .Name("kvserve_router_kv_transfers_planned_total")
+                            .Help(
+                                "Dispatches (first and migrations) sent with a KV source: the "
+                                "worker fetches context blocks from another worker")
+                            .Register(r)
+                            .Add({});
+  transfer_blocks_planned_ = &prometheus::BuildCounter()
+                                  .Name("kvserve_router_kv_transfer_blocks_planned_total")
+                                  .Help(
+                                      "KV blocks those dispatches were expected to fetch instead "
+                                      "of computing")
+                                  .Register(r)
+                                  .Add({});
 }
 
 RouterMetrics::WorkerGauges& RouterMetrics::GaugesFor(const std::string& worker_id) {
@@ -182,6 +196,11 @@ void RouterMetrics::RecordDeliveredReuse(int64_t cached_tokens) {
   absl::MutexLock lock(&mu_);
   delivered_tokens_->Increment(static_cast<double>(cached_tokens));
   UpdateReuseRatios();
+}
+
+void RouterMetrics::RecordTransferPlanned(int64_t blocks) {
+  transfers_planned_->Increment();
+  transfer_blocks_planned_->Increment(static_cast<double>(blocks));
 }
 
 void RouterMetrics::UpdateReuseRatios() {

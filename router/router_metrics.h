@@ -4,7 +4,8 @@
 // rejections by reason, and the routing quality: how much prefix reuse each decision had
 // available (the longest prefix any routable worker holds), how much it captured (the chosen
 // worker's), and how much the worker delivered (the prompt tokens it reported cached), with the
-// state of the index per worker (exact / resyncing / stale) and when it was last updated.
+// state of the index per worker (exact / resyncing / stale) and when it was last updated; and the
+// KV block transfers planned (dispatches sent with a KvSource, and the blocks they should move).
 // Served by prometheus::Exposer through registry().
 //
 // Thread-safety: thread-safe (prometheus-cpp metrics are; `mu_` guards the per-worker gauges).
@@ -52,6 +53,9 @@ class RouterMetrics {
                             int64_t captured_tokens);
   // The worker that finished a request reported this many prompt tokens served from its cache.
   void RecordDeliveredReuse(int64_t cached_tokens);
+  // A dispatch (first or migration) went out with a KV source: the worker should fetch `blocks`
+  // blocks (RoutingDecision::transfer_blocks) instead of computing them.
+  void RecordTransferPlanned(int64_t blocks);
   // `reason`: queue_full, never_fits, no_worker, shutting_down (RefusalLabel), unauthenticated,
   // invalid_argument, deadline, cancelled, migrations_exhausted, worker_error.
   void RecordRejection(absl::string_view reason);
@@ -95,6 +99,8 @@ class RouterMetrics {
   prometheus::Counter* delivered_tokens_;
   prometheus::Gauge* captured_ratio_;
   prometheus::Gauge* delivered_ratio_;
+  prometheus::Counter* transfers_planned_;
+  prometheus::Counter* transfer_blocks_planned_;
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, WorkerGauges> workers_ ABSL_GUARDED_BY(mu_);

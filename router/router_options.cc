@@ -52,7 +52,13 @@ absl::Status RoutingWeights::Validate() const {
   KVSERVE_RETURN_IF_ERROR(CheckWeight("host_hit_token_cost", host_hit_token_cost));
   KVSERVE_RETURN_IF_ERROR(CheckWeight("pool_usage_cost", pool_usage_cost));
   KVSERVE_RETURN_IF_ERROR(CheckWeight("waiting_request_cost", waiting_request_cost));
-  return CheckWeight("running_request_cost", running_request_cost);
+  KVSERVE_RETURN_IF_ERROR(CheckWeight("running_request_cost", running_request_cost));
+  KVSERVE_RETURN_IF_ERROR(CheckWeight("transfer_token_cost", transfer_token_cost));
+  if (min_transfer_blocks < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("min_transfer_blocks: must be >= 1, got ", min_transfer_blocks));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status AdmissionOptions::Validate() const {

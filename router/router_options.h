@@ -39,6 +39,13 @@ struct RoutingWeights {
   double waiting_request_cost = 512.0;
   // Per request the worker is generating now.
   double running_request_cost = 64.0;
+  // Per prompt token the worker would fetch from another worker (KV block transfer) instead of
+  // computing: the fraction of a prefill token's cost one transferred token costs. A placeholder
+  // until the transfer is measured against a prefill on the same machines.
+  double transfer_token_cost = 0.1;
+  // A transfer is planned only for at least this many blocks: below that, the fetch's fixed
+  // cost (a call to the holder, its round trips) outweighs what it saves.
+  int64_t min_transfer_blocks = 2;
 
   absl::Status Validate() const;
 };
@@ -75,6 +82,9 @@ struct RouterCoreOptions {
   int reports_to_cover_reservation = 2;
   RoutingPolicy policy = RoutingPolicy::kKvAware;
   RoutingWeights weights = {};
+  // KV block transfer between workers (routing_policy.h): when false, no transfer is costed or
+  // planned, and routing is what it was without it (an A/B switch).
+  bool kv_transfer = true;
   AdmissionOptions admission = {};
 
   absl::Status Validate() const;

@@ -1,6 +1,7 @@
 #include "router/router_server_options.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -110,6 +111,10 @@ absl::Status RouterServerOptions::Validate() const {
   if (core.admission.max_waiting_requests < 0) {
     return Invalid("--max_queue",
                    absl::StrCat("must be >= 0, got ", core.admission.max_waiting_requests));
+  }
+  if (!std::isfinite(core.weights.transfer_token_cost) || core.weights.transfer_token_cost < 0) {
+    return Invalid("--transfer_token_cost",
+                   absl::StrCat("must be finite and >= 0, got ", core.weights.transfer_token_cost));
   }
   return core.Validate();
 }

@@ -47,14 +47,15 @@ struct RouterServerOptions {
   // bearer tokens as gRPC); -1: off, 0: any free port.
   int32_t http_port = -1;
   std::vector<std::string> http_model_aliases;  // --http_model_aliases: other model names
-  std::string auth_tokens_file;  // --auth_tokens_file: "token tenant" lines
-  std::string tls_cert;          // --tls_cert: PEM certificate chain
-  std::string tls_key;           // --tls_key: PEM private key
-  std::string tls_ca;            // --tls_ca: PEM CA of client certs (mTLS)
-  std::string worker_tls_ca;     // --worker_tls_ca: PEM CA of worker certs
-  std::string worker_tls_cert;   // --worker_tls_cert: client cert for workers
-  std::string worker_tls_key;    // --worker_tls_key: its private key
-  // --block_size, --max_queue (admission.max_waiting_requests) and the cost weights.
+  std::string auth_tokens_file;                 // --auth_tokens_file: "token tenant" lines
+  std::string tls_cert;                         // --tls_cert: PEM certificate chain
+  std::string tls_key;                          // --tls_key: PEM private key
+  std::string tls_ca;                           // --tls_ca: PEM CA of client certs (mTLS)
+  std::string worker_tls_ca;                    // --worker_tls_ca: PEM CA of worker certs
+  std::string worker_tls_cert;                  // --worker_tls_cert: client cert for workers
+  std::string worker_tls_key;                   // --worker_tls_key: its private key
+  // --block_size, --routing_policy, --max_queue (admission.max_waiting_requests), --kv_transfer
+  // (kv_transfer), --transfer_token_cost (weights.transfer_token_cost) and the cost weights.
   RouterCoreOptions core;
 
   // OK, or INVALID_ARGUMENT whose message starts with the flag at fault. Reads and parses the

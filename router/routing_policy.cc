@@ -33,6 +33,21 @@ int64_t AvailableBlocks(const WorkerLoad& load) {
   return std::max<int64_t>(0, load.free_blocks - load.reserved_blocks);
 }
 
+// Blocks after `cached` + `host` that `load`'s worker would fetch from the query's transfer
+// source: only a worker with a host tier (where fetched blocks land) and the source's block
+// format, and only a run of at least min_transfer_blocks.
+int64_t RemoteBlocks(const RoutingQuery& query, const WorkerLoad& load,
+                     const RoutingWeights& weights, int64_t max_cached, int64_t cached,
+                     int64_t host) {
+  const bool can_receive = !query.source_kv_transfer_format.empty() &&
+                           load.kv_transfer_format == query.source_kv_transfer_format &&
+                           load.host_blocks > 0;
+  if (!can_receive) return 0;
+  const int64_t remote =
+      std::max<int64_t>(0, std::min(query.source_matched_blocks, max_cached) - cached - host);
+  return remote >= weights.min_transfer_blocks ? remote : 0;
+}
+
 int32_t QueuedAndRunning(const WorkerLoad& load) {
   return load.running_requests + load.waiting_requests + load.outstanding_requests;
 }
@@ -71,6 +86,9 @@ WorkerCost CostOf(const RoutingQuery& query, const WorkerLoad& load,
   result.cached_blocks = std::clamp<int64_t>(load.matched_blocks, 0, max_cached);
   result.host_cached_blocks =
       std::clamp<int64_t>(load.host_matched_blocks, 0, max_cached - result.cached_blocks);
+  result.remote_blocks = RemoteBlocks(query, load, weights, max_cached, result.cached_blocks,
+                                      result.host_cached_blocks);
+  // Host-tier and remote blocks are copied into new pool blocks: they stay in needed - cached.
   result.charged_blocks =
       needed - result.cached_blocks + std::min(result.cached_blocks, load.evictable_blocks);
   const int64_t available = AvailableBlocks(load);
@@ -82,9 +100,11 @@ WorkerCost CostOf(const RoutingQuery& query, const WorkerLoad& load,
   result.fits = result.charged_blocks <= available && load.total_blocks > 0 && queue_has_room;
 
   const double host_tokens = static_cast<double>(result.host_cached_blocks * query.block_size);
+  const double remote_tokens = static_cast<double>(result.remote_blocks * query.block_size);
   const double uncached_tokens =
       static_cast<double>(query.prompt_tokens - result.cached_blocks * query.block_size) -
-      host_tokens + weights.host_hit_token_cost * host_tokens;
+      host_tokens - remote_tokens + weights.host_hit_token_cost * host_tokens +
+      weights.transfer_token_cost * remote_tokens;
   const double used_after =
       load.total_blocks > 0
           ? static_cast<double>(load.total_blocks - available + result.charged_blocks) /

@@ -14,6 +14,9 @@
 //     snapshot, and Apply's result says `resync_needed` once, so the service reopens the stream.
 // A new epoch (the worker restarted) also drops every reservation: the requests it held are gone.
 //
+// The books also keep the worker's kv_transfer_format (ModelInfo, set by the connection before
+// each status stream): whether and with whom it can move KV blocks (routing_policy.h).
+//
 // Reservations: Reserve() when a request is routed here; MarkStarted() when the worker
 // acknowledged it (first output); the reservation is released once `reports_to_cover` reports
 // with capacity arrived after MarkStarted (they include the request's blocks), or by Release()
@@ -27,6 +30,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
@@ -98,6 +102,9 @@ class WorkerBooks {
   // unreachable until its next report.
   void MarkRefused(std::string reason);
 
+  // The worker's ModelInfo.kv_transfer_format (empty: it neither sends nor receives blocks).
+  void SetKvTransferFormat(std::string format) { kv_transfer_format_ = std::move(format); }
+
   // Charges `blocks` to this worker for `request_id` (replacing an earlier charge for it).
   void Reserve(const std::string& request_id, int64_t blocks);
   // Starts the covering countdown of the request's reservation. False when there is none.
@@ -115,6 +122,13 @@ class WorkerBooks {
   absl::Time last_report() const { return last_report_; }
   // Routable: healthy and its capacity known.
   bool routable() const { return health_ == WorkerHealth::kHealthy && has_capacity_; }
+  const std::string& kv_transfer_format() const { return kv_transfer_format_; }
+  // Can serve Worker.FetchKvBlocks: it has a transfer format and its stream is up, healthy or
+  // draining (a draining worker still holds its cache; not failed, unreachable or refused).
+  bool can_send_blocks() const {
+    return !kv_transfer_format_.empty() &&
+           (health_ == WorkerHealth::kHealthy || health_ == WorkerHealth::kDraining);
+  }
   bool has_capacity() const { return has_capacity_; }
   const WorkerCapacity& capacity() const { return capacity_; }
   KvSyncState sync_state() const { return sync_; }
@@ -153,6 +167,7 @@ class WorkerBooks {
 
   WorkerHealth health_ = WorkerHealth::kUnreachable;  // until the first report
   std::string refused_reason_;                        // non-empty: health_ is kRefused
+  std::string kv_transfer_format_;                    // empty: no KV block transfer
   absl::Time last_report_ = absl::InfinitePast();
   bool has_capacity_ = false;
   WorkerCapacity capacity_;

@@ -137,6 +137,8 @@ bool WorkerConnection::FetchModelInfo() {
   if (options_.fingerprint.has_value()) {
     refusal = FingerprintMismatch(*options_.fingerprint, info.fingerprint());
   }
+  // A refused worker's blocks are not the router's workers' blocks: it neither sends nor receives.
+  std::string kv_transfer_format = refusal.empty() ? info.kv_transfer_format() : "";
   bool log_refusal = false;
   {
     absl::MutexLock lock(&mu_);
@@ -153,6 +155,7 @@ bool WorkerConnection::FetchModelInfo() {
               << ": its serving fingerprint differs from the router's (" << refusal
               << "); prefix hashes would not match, so it gets no requests" << std::endl;
   }
+  (void)books_->SetKvTransferFormat(address_, std::move(kv_transfer_format));
   (void)books_->MarkRefused(address_, refusal);
   Changed();
   return refusal.empty();

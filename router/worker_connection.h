@@ -2,14 +2,15 @@
 // status stream and every request proxied there) and a thread that keeps the worker's books
 // current from its Worker.StreamStatus stream.
 //
-// The thread loops: fetch the worker's ModelInfo (GetModelInfo) and compare its serving
-// fingerprint with the router's (a worker that differs is refused: not routable, health
-// "refused" with the reason, asked again after a backoff), open StreamStatus, apply every
-// message to ClusterBooks. When the books say the view lost sync (a sequence gap or a new epoch)
-// it cancels the stream and reopens it at once for a fresh snapshot. When the stream breaks (the
-// worker died, restarted, drained or the network failed) the worker is marked unreachable (not
-// routable, its hashes dropped) and the thread reconnects with exponential backoff. Requests
-// running on the worker notice the break on their own streams and migrate (generate_proxy.h).
+// The thread loops: fetch the worker's ModelInfo (GetModelInfo), note its kv_transfer_format in
+// the books and compare its serving fingerprint with the router's (a worker that differs is
+// refused: not routable, health "refused" with the reason, asked again after a backoff), open
+// StreamStatus, apply every message to ClusterBooks. When the books say the view lost sync (a
+// sequence gap or a new epoch) it cancels the stream and reopens it at once for a fresh
+// snapshot. When the stream breaks (the worker died, restarted, drained or the network failed)
+// the worker is marked unreachable (not routable, its hashes dropped) and the thread reconnects
+// with exponential backoff. Requests running on the worker notice the break on their own
+// streams and migrate (generate_proxy.h).
 //
 // A worker that stops answering without closing its connections is detected three ways:
 //   - HTTP/2 keepalive on the channel: a ping every `keepalive_time`, the transport closed when

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kvcache/kv_cache_manager.h"
+#include "proto/kv_events_conversion.h"
 #include "tests/router/router_test_util.h"
 #include "tests/status_matchers.h"
 
@@ -254,6 +255,120 @@ TEST(ClusterBooksTest, RegistryErrors) {
   RouterCoreOptions bad;
   bad.block_size = 12;
   EXPECT_THAT(ClusterBooks::Create(bad), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// --- KV block transfer -----------------------------------------------------------------------
+
+// Registers `worker` with `format` as its kv_transfer_format and a snapshot holding the first
+// `device` of `hashes` in its pool and the `host` after those in its host tier.
+void ConnectHolding(ClusterBooks& books, const std::string& worker, const std::string& format,
+                    const std::vector<BlockHash>& hashes, int device, int host,
+                    const CapacitySpec& capacity, uint64_t epoch) {
+  KVSERVE_ASSERT_OK(books.AddWorker(worker));
+  KVSERVE_ASSERT_OK(books.SetKvTransferFormat(worker, format));
+  kvserve::v1::WorkerStatus status = MakeStatus(epoch, capacity);
+  SetSnapshotPart(&status, 0, 0, true, {});
+  for (int i = 0; i < device + host; ++i) {
+    kvserve::v1::StoredBlock* block = status.mutable_snapshot()->add_blocks();
+    ToProto(hashes[i], block->mutable_hash());
+    block->set_tier(i < device ? kvserve::v1::KV_TIER_DEVICE : kvserve::v1::KV_TIER_HOST);
+  }
+  KVSERVE_ASSERT_OK(books.ApplyStatus(worker, status));
+}
+
+// A context of 20 full blocks and 10 tokens more: all 20 blocks can be reused.
+RouteRequest TransferRequest(const std::string& id) { return Request(id, Range(330, 7), 16); }
+
+constexpr CapacitySpec kReceiver = {.total = 1000, .free = 1000, .host_blocks = 200};
+constexpr CapacitySpec kFull = {.total = 1000, .free = 0, .host_blocks = 200};
+
+TEST(ClusterBooksTest, TheTransferSourceIsTheLongestMatchOfAWorkerThatCanSend) {
+  auto books = MakeBooks();
+  const std::vector<BlockHash> hashes = books->Prepare(TransferRequest("r")).block_hashes;
+  ASSERT_EQ(hashes.size(), 20u);
+  // Only "receiver" fits (holding 3 blocks itself); every other worker is a possible source.
+  ConnectHolding(*books, "receiver", "fmt", hashes, 3, 0, kReceiver, 1);
+  ConnectHolding(*books, "shorter", "fmt", hashes, 12, 0, kFull, 2);
+  // The longest that can send: a short pool run continued in its host tier (8 + 8), and
+  // draining: it takes no requests but still holds its blocks.
+  ConnectHolding(*books, "draining", "fmt", hashes, 8, 8, kFull, 3);
+  kvserve::v1::WorkerStatus draining = MakeStatus(3, kFull);
+  draining.set_draining(true);
+  KVSERVE_ASSERT_OK(books->ApplyStatus("draining", draining));
+  // Longer still, but unable to send: an engine that failed, a worker without a format.
+  ConnectHolding(*books, "failed", "fmt", hashes, 20, 0, kFull, 4);
+  kvserve::v1::WorkerStatus failed = MakeStatus(4, kFull);
+  failed.set_failed(true);
+  KVSERVE_ASSERT_OK(books->ApplyStatus("failed", failed));
+  ConnectHolding(*books, "formatless", "", hashes, 20, 0, kFull, 5);
+
+  const RoutingDecision decision = books->Route(books->Prepare(TransferRequest("r")));
+  ASSERT_EQ(decision.verdict, RouteVerdict::kRouted);
+  EXPECT_EQ(decision.worker_id, "receiver");
+  EXPECT_EQ(decision.transfer_source, "draining");
+  EXPECT_EQ(decision.transfer_source_blocks, 16);
+  EXPECT_EQ(decision.transfer_blocks, 16 - 3) << "the blocks after the receiver's own";
+  EXPECT_EQ(decision.cached_tokens, 3 * 16) << "what the receiver holds itself";
+  EXPECT_EQ(decision.charged_blocks, decision.needed_blocks - 3) << "fetched blocks are new";
+}
+
+TEST(ClusterBooksTest, AMigrationMayFetchFromTheWorkerThatFailedIt) {
+  auto books = MakeBooks();
+  const std::vector<BlockHash> hashes = books->Prepare(TransferRequest("m")).block_hashes;
+  ConnectHolding(*books, "receiver", "fmt", hashes, 0, 0, kReceiver, 1);
+  ConnectHolding(*books, "holder", "fmt", hashes, 20, 0, kReceiver, 2);
+  RouteRequest request = TransferRequest("m");
+  request.excluded_workers = {"holder"};  // its stream to the request broke; it still serves
+  request.prefer_longest_prefix = true;
+  RoutingDecision decision = books->Route(books->Prepare(request));
+  ASSERT_EQ(decision.verdict, RouteVerdict::kRouted);
+  EXPECT_EQ(decision.worker_id, "receiver");
+  EXPECT_EQ(decision.transfer_source, "holder");
+  EXPECT_EQ(decision.transfer_source_blocks, 20);
+  EXPECT_EQ(decision.transfer_blocks, 20);
+  // A drained worker hands its blocks over the same way.
+  kvserve::v1::WorkerStatus draining = MakeStatus(2, kReceiver);
+  draining.set_draining(true);
+  KVSERVE_ASSERT_OK(books->ApplyStatus("holder", draining));
+  decision = books->Route(books->Prepare(request));
+  EXPECT_EQ(decision.transfer_source, "holder");
+  // Once its stream is lost, its blocks are gone from the books: nothing to fetch.
+  KVSERVE_ASSERT_OK(books->MarkUnreachable("holder"));
+  decision = books->Route(books->Prepare(request));
+  ASSERT_EQ(decision.verdict, RouteVerdict::kRouted);
+  EXPECT_EQ(decision.transfer_source, "");
+  EXPECT_EQ(decision.transfer_blocks, 0);
+}
+
+TEST(ClusterBooksTest, NoTransferIsPlannedForAWorkerThatCannotReceiveOrWhenItIsOff) {
+  for (const bool transfer_on : {true, false}) {
+    SCOPED_TRACE(transfer_on ? "kv_transfer on" : "kv_transfer off");
+    RouterCoreOptions options;
+    options.kv_transfer = transfer_on;
+    auto books = *ClusterBooks::Create(options);
+    const std::vector<BlockHash> hashes = books->Prepare(TransferRequest("r")).block_hashes;
+    ConnectHolding(*books, "source", "fmt", hashes, 20, 0, kFull, 1);
+    ConnectHolding(*books, "no-host-tier", "fmt", hashes, 0, 0, {.total = 1000, .free = 1000}, 2);
+    ConnectHolding(*books, "other-format", "fmt-2", hashes, 0, 0, kReceiver, 3);
+    RoutingDecision decision = books->Route(books->Prepare(TransferRequest("r")));
+    ASSERT_EQ(decision.verdict, RouteVerdict::kRouted);
+    EXPECT_EQ(decision.transfer_source, "");
+    EXPECT_EQ(decision.transfer_source_blocks, 0);
+    EXPECT_EQ(decision.transfer_blocks, 0);
+    // A worker that can receive gets the blocks only while transfer is on.
+    ConnectHolding(*books, "receiver", "fmt", hashes, 0, 0, kReceiver, 4);
+    decision = books->Route(books->Prepare(TransferRequest("r2")));
+    EXPECT_EQ(decision.transfer_source, transfer_on ? "source" : "");
+    EXPECT_EQ(decision.transfer_blocks, transfer_on ? 20 : 0);
+  }
+}
+
+TEST(ClusterBooksTest, WorkersListTheirTransferFormat) {
+  auto books = MakeBooks();
+  KVSERVE_ASSERT_OK(books->AddWorker("w"));
+  KVSERVE_ASSERT_OK(books->SetKvTransferFormat("w", "fmt"));
+  EXPECT_EQ(books->Workers()[0].kv_transfer_format, "fmt");
+  EXPECT_THAT(books->SetKvTransferFormat("x", "fmt"), StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST(ClusterBooksTest, ConcurrentRoutingNeverReservesMoreThanIsFree) {

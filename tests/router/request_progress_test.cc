@@ -1,6 +1,7 @@
 // RequestProgress: what a resubmission carries after a worker failed (the route's context and
-// budget, each unfinished choice's tokens and text bytes), and how worker messages are rewritten
-// for the client (request id, usage over every call).
+// budget, each unfinished choice's tokens and text bytes), the KV source a routing decision
+// planned, and how worker messages are rewritten for the client (request id, usage over every
+// call).
 #include "router/request_progress.h"
 
 #include <gtest/gtest.h>
@@ -50,7 +51,7 @@ TEST(RequestProgressTest, OneChoiceResubmitsItsGeneratedTokensAsContext) {
   EXPECT_EQ(route.excluded_workers, std::vector<std::string>{"w1"});
   EXPECT_EQ(route.cache_salt, "salt");
 
-  const v1::WorkerGenerateRequest call = progress.WorkerRequest();
+  const v1::WorkerGenerateRequest call = progress.WorkerRequest(RoutingDecision{});
   EXPECT_EQ(call.request_id(), "router-r1");
   EXPECT_EQ(call.prompt_token_ids_size(), 5);
   EXPECT_EQ(call.sampling().seed(), 7u);
@@ -71,10 +72,25 @@ TEST(RequestProgressTest, FinishedChoicesAreNotResubmitted) {
   EXPECT_EQ(route.tokens.size(), 5u) << "with n > 1 only the shared prompt is context";
   EXPECT_EQ(route.num_choices, 1);
   EXPECT_FALSE(route.prefer_longest_prefix);
-  const v1::WorkerGenerateRequest call = progress.WorkerRequest();
+  const v1::WorkerGenerateRequest call = progress.WorkerRequest(RoutingDecision{});
   ASSERT_EQ(call.choices_size(), 1);
   EXPECT_EQ(call.choices(0).index(), 1);
   EXPECT_EQ(call.choices(0).generated_token_ids_size(), 2);
+}
+
+TEST(RequestProgressTest, AWorkerRequestCarriesTheKvSourceItsDecisionPlanned) {
+  const ProxiedRequest request = Request(1);
+  RequestProgress progress(&request);
+  RoutingDecision decision;
+  decision.worker_id = "10.0.0.2:50061";
+  EXPECT_FALSE(progress.WorkerRequest(decision).has_kv_source()) << "no transfer planned";
+  decision.transfer_source = "10.0.0.1:50061";
+  decision.transfer_source_blocks = 24;
+  decision.transfer_blocks = 20;
+  const v1::WorkerGenerateRequest call = progress.WorkerRequest(decision);
+  ASSERT_TRUE(call.has_kv_source());
+  EXPECT_EQ(call.kv_source().address(), "10.0.0.1:50061");
+  EXPECT_EQ(call.kv_source().num_blocks(), 24) << "the source's match, not the blocks to move";
 }
 
 TEST(RequestProgressTest, UsageCountsEveryCallAndTheOriginalPrompt) {

@@ -1,6 +1,7 @@
 // Tests of the router's start-up options: every invalid flag is refused with a message that
 // starts with the flag, and DNS discovery resolves names to "ip:port" worker ids.
 #include <fstream>
+#include <limits>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -80,6 +81,24 @@ TEST(RouterServiceOptionsTest, EachBadFlagIsNamed) {
   o = Valid();
   o.core.admission.max_waiting_requests = -1;
   ExpectRefusedNaming(o, "--max_queue");
+  o = Valid();
+  o.core.weights.transfer_token_cost = -0.5;
+  ExpectRefusedNaming(o, "--transfer_token_cost");
+  o.core.weights.transfer_token_cost = std::numeric_limits<double>::quiet_NaN();
+  ExpectRefusedNaming(o, "--transfer_token_cost");
+  o.core.weights.transfer_token_cost = std::numeric_limits<double>::infinity();
+  ExpectRefusedNaming(o, "--transfer_token_cost");
+}
+
+TEST(RouterServiceOptionsTest, KvTransferFlagsAcceptTheirRange) {
+  RouterServerOptions o = Valid();
+  EXPECT_TRUE(o.core.kv_transfer) << "on by default";
+  o.core.kv_transfer = false;
+  KVSERVE_EXPECT_OK(o.Validate());
+  o.core.weights.transfer_token_cost = 0;  // free: any run worth fetching is fetched
+  KVSERVE_EXPECT_OK(o.Validate());
+  o.core.weights.transfer_token_cost = 2.5;  // dearer than computing: never fetched
+  KVSERVE_EXPECT_OK(o.Validate());
 }
 
 TEST(RouterServiceOptionsTest, ChatTemplateFileMustBeReadableAndParse) {

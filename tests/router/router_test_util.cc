@@ -21,6 +21,7 @@ v1::WorkerStatus MakeStatus(uint64_t epoch, const CapacitySpec& capacity) {
   proto->set_used_blocks(capacity.total - capacity.free);
   proto->set_running_requests(capacity.running);
   proto->set_waiting_requests(capacity.waiting);
+  proto->set_host_blocks(capacity.host_blocks);
   return status;
 }
 

@@ -23,6 +23,7 @@ struct CapacitySpec {
   int32_t running = 0;
   int32_t waiting = 0;
   int32_t block_size = 16;
+  int64_t host_blocks = 0;  // the host KV tier's size (0: none)
 };
 
 // A status with `epoch` and the capacity (used = total - free).

@@ -1,5 +1,6 @@
 // The routing cost (routing_policy.h): the worked example of docs/routing.md, the fit rule (never
-// a worker that cannot fit), the verdicts, and the migration preference.
+// a worker that cannot fit), the verdicts, the migration preference, and the KV transfer term
+// (who can receive, how many blocks, what they cost).
 
 #include "router/routing_policy.h"
 
@@ -90,6 +91,109 @@ TEST(RoutingPolicyTest, AHostTierHitCostsACopyNotAPrefill) {
   const std::vector<WorkerLoad> loads = {device, tiered};
   EXPECT_EQ(ChooseWorker(migration, loads, weights).index, 1);
   EXPECT_EQ(ChooseWorker(migration, loads, weights).best_cached_blocks, 45);
+}
+
+// --- KV block transfer -----------------------------------------------------------------------
+
+// The worked example with a transfer source: A (its 40 cached blocks) is the source, and B can
+// receive (the same format, a host tier).
+RoutingQuery TransferQuery() {
+  RoutingQuery query = ExampleQuery();
+  query.source_matched_blocks = 40;
+  query.source_kv_transfer_format = "fmt-a";
+  return query;
+}
+WorkerLoad Receiver(WorkerLoad load) {
+  load.host_blocks = 100;
+  load.kv_transfer_format = "fmt-a";
+  return load;
+}
+
+TEST(RoutingPolicyTest, ANonHolderFetchingTheBlocksBeatsTheHolderItWouldLoseToRecomputing) {
+  const RoutingWeights weights;  // transfer_token_cost 0.1
+  const WorkerLoad a = Receiver(ExampleA());
+  const WorkerLoad b = Receiver(ExampleB());
+  const WorkerCost a_cost = CostOf(TransferQuery(), a, weights);
+  const WorkerCost b_cost = CostOf(TransferQuery(), b, weights);
+  EXPECT_EQ(a_cost.remote_blocks, 0) << "the source holds its whole match itself";
+  EXPECT_DOUBLE_EQ(a_cost.cost, 360 + 2048 * 0.775 + 64 * 10);
+  EXPECT_EQ(b_cost.remote_blocks, 40);
+  // docs/routing.md: B's prefill term 1000 - 640 + 0.1 * 640 = 424 instead of 1000.
+  EXPECT_DOUBLE_EQ(b_cost.cost, 424 + 2048 * 0.325 + 512 * 2 + 64 * 2);
+  // Fetched blocks need pool blocks like computed ones: the charge and the fit do not change.
+  EXPECT_EQ(b_cost.charged_blocks, 75);
+  const std::vector<WorkerLoad> loads = {a, b};
+  const RoutingChoice with_transfer = ChooseWorker(TransferQuery(), loads, weights);
+  EXPECT_EQ(with_transfer.index, 1);
+  EXPECT_EQ(with_transfer.chosen.remote_blocks, 40);
+  EXPECT_EQ(ChooseWorker(ExampleQuery(), loads, weights).index, 0) << "no source: A, as before";
+  // A transfer as dear as a prefill gains nothing.
+  RoutingWeights dear = weights;
+  dear.transfer_token_cost = 1.0;
+  EXPECT_EQ(ChooseWorker(TransferQuery(), loads, dear).index, 0);
+}
+
+TEST(RoutingPolicyTest, RemoteBlocksAreCappedByTheLastTokenAndStartAfterTheWorkersOwn) {
+  const WorkerLoad cold = Receiver(ExampleB());
+  RoutingQuery query = TransferQuery();
+  query.source_matched_blocks = 500;  // more than the prompt has
+  EXPECT_EQ(CostOf(query, cold, {}).remote_blocks, 62) << "(1000 - 1) / 16";
+  // After the worker's own pool run and host-tier run: 40 - 10 - 5.
+  WorkerLoad partial = cold;
+  partial.matched_blocks = 10;
+  partial.host_matched_blocks = 5;
+  const WorkerCost cost = CostOf(TransferQuery(), partial, {});
+  EXPECT_EQ(cost.cached_blocks, 10);
+  EXPECT_EQ(cost.host_cached_blocks, 5);
+  EXPECT_EQ(cost.remote_blocks, 25);
+  EXPECT_EQ(cost.charged_blocks, 75 - 10) << "host and remote blocks are charged as new blocks";
+  // A two-block prompt: its second block holds the last token, so only one block can be fetched.
+  const RoutingQuery two_blocks{.prompt_tokens = 32,
+                                .max_tokens = 1,
+                                .block_size = 16,
+                                .largest_pool_blocks = 1000,
+                                .source_matched_blocks = 2,
+                                .source_kv_transfer_format = "fmt-a"};
+  RoutingWeights any_run;
+  any_run.min_transfer_blocks = 1;
+  EXPECT_EQ(CostOf(two_blocks, cold, any_run).remote_blocks, 1);
+}
+
+TEST(RoutingPolicyTest, ARunShorterThanMinTransferBlocksIsComputedInstead) {
+  RoutingWeights weights;
+  ASSERT_EQ(weights.min_transfer_blocks, 2);
+  WorkerLoad holder = Receiver(ExampleB());
+  holder.matched_blocks = 39;  // one block short of the source's 40
+  EXPECT_EQ(CostOf(TransferQuery(), holder, weights).remote_blocks, 0);
+  holder.matched_blocks = 38;
+  EXPECT_EQ(CostOf(TransferQuery(), holder, weights).remote_blocks, 2);
+  weights.min_transfer_blocks = 3;
+  EXPECT_EQ(CostOf(TransferQuery(), holder, weights).remote_blocks, 0);
+  EXPECT_DOUBLE_EQ(CostOf(TransferQuery(), holder, weights).cost,
+                   CostOf(ExampleQuery(), holder, weights).cost)
+      << "no transfer: the cost without a source";
+}
+
+TEST(RoutingPolicyTest, OnlyAWorkerWithTheSourcesFormatAndAHostTierReceives) {
+  const WorkerLoad receiver = Receiver(ExampleB());
+  EXPECT_EQ(CostOf(TransferQuery(), receiver, {}).remote_blocks, 40);
+  WorkerLoad other_format = receiver;
+  other_format.kv_transfer_format = "fmt-b";
+  EXPECT_EQ(CostOf(TransferQuery(), other_format, {}).remote_blocks, 0);
+  WorkerLoad no_host_tier = receiver;
+  no_host_tier.host_blocks = 0;
+  EXPECT_EQ(CostOf(TransferQuery(), no_host_tier, {}).remote_blocks, 0);
+  // An empty format moves nothing, even when both are empty.
+  RoutingQuery formatless = TransferQuery();
+  formatless.source_kv_transfer_format = "";
+  WorkerLoad no_format = receiver;
+  no_format.kv_transfer_format = "";
+  EXPECT_EQ(CostOf(formatless, no_format, {}).remote_blocks, 0);
+  // The source itself, its match split over both tiers.
+  WorkerLoad source = receiver;
+  source.matched_blocks = 30;
+  source.host_matched_blocks = 10;
+  EXPECT_EQ(CostOf(TransferQuery(), source, {}).remote_blocks, 0);
 }
 
 TEST(RoutingPolicyTest, CachedBlocksHeldByRunningRequestsAreNotCharged) {
@@ -193,6 +297,14 @@ TEST(RoutingPolicyTest, WeightsValidateNamesTheField) {
   weights.pool_usage_cost = -1;
   const absl::Status status = weights.Validate();
   EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("pool_usage_cost")));
+  weights = RoutingWeights();
+  weights.transfer_token_cost = -0.1;
+  EXPECT_THAT(weights.Validate(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("transfer_token_cost")));
+  weights = RoutingWeights();
+  weights.min_transfer_blocks = 0;
+  EXPECT_THAT(weights.Validate(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("min_transfer_blocks")));
 }
 
 TEST(RoutingPolicyTest, MaxTokensAreCappedAtTheContextLikeTheWorkerDoes) {

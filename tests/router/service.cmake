@@ -1,6 +1,7 @@
-# Tests of kvserve_router (router/service.cmake): token auth, the start-up options, a request's
-# progress over migrations, and the prompt renderer (the default model's tokenizer). The
-# service itself is tested end to end with real processes (tests/e2e/router_*_e2e_test.py).
+# Tests of kvserve_router (router/service.cmake): token auth, the start-up options, the metrics
+# (each documented), a request's progress over migrations, and the prompt renderer (the default
+# model's tokenizer). The service itself is tested end to end with real processes
+# (tests/e2e/router_*_e2e_test.py).
 kvserve_add_test(NAME router_token_auth_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/token_auth_test.cc LIBS kvserve_router GTest::gmock
   LABELS unit)
@@ -9,3 +10,6 @@ kvserve_add_test(NAME router_service_options_test
   LABELS unit)
 kvserve_add_test(NAME router_request_progress_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/request_progress_test.cc LIBS kvserve_router LABELS unit)
+kvserve_add_test(NAME router_metrics_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/router_metrics_test.cc LIBS kvserve_router GTest::gmock
+  LABELS unit)
