@@ -126,8 +126,11 @@ KvFetchResult KvFetcher::Fetch(const v1::KvSource& source, const KvTransferQuery
 void KvFetcher::Transfer(const v1::KvSource& source, const KvTransferQuery& context,
                          KvFetchResult* result) {
   const int block_size = engine_->options().block_size;
+  // The last context token is always computed (kv_cache_manager.h): a block holding it would
+  // never be reused.
   const int end =
-      std::min(static_cast<int>(context.tokens.size()) / block_size, source.num_blocks());
+      std::min(static_cast<int>((std::max<size_t>(context.tokens.size(), 1) - 1) / block_size),
+               source.num_blocks());
   if (engine_->kv_transfer_format().empty()) {
     result->status = absl::FailedPreconditionError("this worker cannot receive KV blocks");
     return;

@@ -44,7 +44,8 @@ class KvFetcher {
             WorkerMetrics* metrics, absl::Duration timeout);
 
   // Fetches the blocks after the ones this worker holds, up to source.num_blocks, of the full
-  // blocks of `context` (cache_salt in block 0), and imports them. Blocking.
+  // blocks of `context` (cache_salt in block 0) before its last token, and imports them.
+  // Blocking.
   KvFetchResult Fetch(const kvserve::v1::KvSource& source, const KvTransferQuery& context);
 
  private:
