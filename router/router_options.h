@@ -40,8 +40,10 @@ struct RoutingWeights {
   // Per request the worker is generating now.
   double running_request_cost = 64.0;
   // Per prompt token the worker would fetch from another worker (KV block transfer) instead of
-  // computing: the fraction of a prefill token's cost one transferred token costs. A placeholder
-  // until the transfer is measured against a prefill on the same machines.
+  // computing: the fraction of a prefill token's cost one transferred token costs. Measured 0.02
+  // on a 2-core CPU over loopback (bench/RESULTS.md "KV block transfer"); set above that because
+  // a network is slower than loopback. A GPU cluster over TCP should set it near 1 (its prefill
+  // is far faster; docs/routing.md).
   double transfer_token_cost = 0.1;
   // A transfer is planned only for at least this many blocks: below that, the fetch's fixed
   // cost (a call to the holder, its round trips) outweighs what it saves.
