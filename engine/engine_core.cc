@@ -86,7 +86,8 @@ EngineCore::EngineCore(const EngineOptions& options, std::unique_ptr<ModelRunner
           SchedulerConfig{.max_num_seqs = options.max_num_seqs,
                           .max_num_batched_tokens = options.max_num_batched_tokens,
                           .max_prefill_tokens_per_step = options.max_prefill_tokens_per_step,
-                          .step_time_target_ms = options.step_time_target_ms},
+                          .step_time_target_ms = options.step_time_target_ms,
+                          .swap_preemption = options.preemption_mode == PreemptionMode::kSwap},
           manager_.get(), observer)) {}
 
 namespace {

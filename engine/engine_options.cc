@@ -29,6 +29,10 @@ absl::Status EngineOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("step_time_target_ms: must be >= 0 (0: off), got ", step_time_target_ms));
   }
+  if (preemption_mode == PreemptionMode::kSwap && host_kv_bytes == 0) {
+    return absl::InvalidArgumentError(
+        "preemption_mode: swap keeps blocks in the host tier, and host_kv_bytes is 0");
+  }
   if (max_waiting_requests < 1) {
     return bad("max_waiting_requests", "must be >= 1", max_waiting_requests);
   }

@@ -10,6 +10,11 @@
 
 namespace kvserve {
 
+// What a preempted sequence keeps (Scheduler): kRecompute frees its blocks (its full blocks stay
+// cached, so it usually recomputes only its partial last block); kSwap also keeps that partial
+// block in the host tier and restores it, so nothing is recomputed while its blocks survive.
+enum class PreemptionMode { kRecompute, kSwap };
+
 struct EngineOptions {
   int32_t block_size = 16;  // tokens per KV block: 8, 16 or 32
   // Size of the KV pool: num_kv_blocks usable blocks (the null block comes on top) when > 0,
@@ -27,6 +32,8 @@ struct EngineOptions {
   // Or: prompt tokens such that a step that also decodes should last this long, by the
   // StepTimeEstimator's measure of the steps run (SchedulerConfig); 0: off.
   double step_time_target_ms = 0;
+  // kSwap needs a host tier (host_kv_bytes > 0).
+  PreemptionMode preemption_mode = PreemptionMode::kRecompute;
   int32_t max_waiting_requests = 256;  // Submit past this: RESOURCE_EXHAUSTED
   int32_t max_n = 16;         // choices per request; the engine uses min(max_n, max_num_seqs)
   int32_t max_logprobs = 20;  // SamplingOptions.logprobs upper bound (<= 20)

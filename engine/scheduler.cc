@@ -83,13 +83,18 @@ void Scheduler::Erase(Sequence* seq) {
   sequences_.erase(seq->id);
 }
 
-void Scheduler::RemoveRunning(Sequence* seq) {
+void Scheduler::RemoveRunning(Sequence* seq, bool preempted) {
   auto it = std::find(running_.begin(), running_.end(), seq);
   if (it != running_.end()) {
     running_.erase(it);
     running_weight_ -= Weight(*seq);
   }
-  manager_->FreeSequence(seq->id).IgnoreError();  // NOT_FOUND only if never admitted
+  // NOT_FOUND only if never admitted.
+  if (preempted) {
+    manager_->PreemptSequence(seq->id, config_.swap_preemption).IgnoreError();
+  } else {
+    manager_->FreeSequence(seq->id).IgnoreError();
+  }
 }
 
 void Scheduler::RemoveRequest(RequestState* request) {
@@ -102,6 +107,7 @@ void Scheduler::RemoveRequest(RequestState* request) {
       RemoveRunning(seq);
     } else {
       waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), seq), waiting_.end());
+      manager_->DropSwapped(seq->id);
     }
     Release(seq, nullptr);
     Erase(seq);
@@ -113,6 +119,7 @@ void Scheduler::FinishSequence(Sequence* seq) {
     RemoveRunning(seq);
   } else {
     waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), seq), waiting_.end());
+    manager_->DropSwapped(seq->id);
   }
   seq->status = SequenceStatus::kFinished;
   Release(seq, nullptr);
@@ -120,7 +127,7 @@ void Scheduler::FinishSequence(Sequence* seq) {
 }
 
 void Scheduler::Preempt(Sequence* victim, StepPlan* plan) {
-  RemoveRunning(victim);
+  RemoveRunning(victim, /*preempted=*/true);
   auto scheduled = std::find_if(step_.begin(), step_.end(),
                                 [victim](const auto& entry) { return entry.first == victim; });
   if (scheduled != step_.end()) {
@@ -165,7 +172,8 @@ bool Scheduler::TryAdmit(Sequence* seq, absl::Time now) {
   if (!request->first_scheduled_time.has_value()) request->first_scheduled_time = now;
   if (observer_ != nullptr) {
     observer_->OnPrefixCacheQuery(static_cast<int64_t>(seq->tokens.size()),
-                                  start->num_cached_tokens, start->num_host_tokens);
+                                  start->num_cached_tokens - start->num_swapped_tokens,
+                                  start->num_host_tokens);
   }
   seq->num_computed_tokens = start->num_cached_tokens;
   seq->status = SequenceStatus::kRunning;

@@ -12,9 +12,11 @@
 // prefill cap). With step_time_target_ms the cap is also what fits the target by the
 // StepTimeEstimator's account of the steps run so far (at least a block's worth of tokens). A
 // step with no decode is not capped: it stalls nobody. When a running sequence
-// cannot get a block, the most recently admitted running sequence is preempted by recompute: its
-// blocks are freed and it goes back to the front of the waiting queue with every token it has;
-// nothing new is admitted in that step. Sampling keyed by (seed, token index) makes the resumed
+// cannot get a block, the most recently admitted running sequence is preempted: its blocks are
+// freed (KvCacheManager::PreemptSequence; with swap_preemption its partial last block is kept in
+// the host tier) and it goes back to the front of the waiting queue with every token it has;
+// nothing new is admitted in that step. Its cached prefix (and a kept partial block) spares it
+// most of the recompute when it runs again. Sampling keyed by (seed, token index) makes the resumed
 // output the same as without preemption.
 //
 // The scheduler produces a StepPlan (step_plan.h) and applies the StepResult (Update); deciding
@@ -48,6 +50,7 @@ struct SchedulerConfig {
   int32_t max_num_batched_tokens = 512;
   int32_t max_prefill_tokens_per_step = 0;  // while some sequence decodes; 0: no cap
   double step_time_target_ms = 0;           // ditto, as an estimated step time; 0: off
+  bool swap_preemption = false;             // KvCacheManager::PreemptSequence's `swap`
 };
 
 // A token the runner sampled, with the sequence it belongs to.
@@ -110,8 +113,9 @@ class Scheduler {
   // Admits waiting `seq` with a chunk of at most budget_ tokens; false when blocks lack.
   bool TryAdmit(Sequence* seq, absl::Time now);
   void AddToPlan(Sequence* seq, int32_t num_tokens, StepPlan* plan);
-  // Takes seq out of running_ (if there) and frees its blocks.
-  void RemoveRunning(Sequence* seq);
+  // Takes `seq` out of running_ (if there) and frees its blocks (as a preemption when
+  // `preempted`).
+  void RemoveRunning(Sequence* seq, bool preempted = false);
   // The runner must forget seq: in `plan` when given, else in the next plan.
   void Release(Sequence* seq, StepPlan* plan);
   void ForkPrefix(Sequence* prefix);

@@ -82,6 +82,24 @@ void HostBlockPool::UnpinAll() {
   pinned_.clear();
 }
 
+HostBlockId HostBlockPool::TakeForSwap() {
+  if (lru_.empty()) return kNoHostBlock;
+  const HostBlockId id = lru_.front();
+  if (entries_[id].full) Drop(id);  // the front stays the front
+  lru_.Remove(id);
+  entries_[id].swap = true;
+  ++num_swap_blocks_;
+  return id;
+}
+
+void HostBlockPool::ReleaseSwap(HostBlockId id) {
+  Entry& entry = entries_[id];
+  assert(entry.swap && !entry.full);
+  entry.swap = false;
+  --num_swap_blocks_;
+  lru_.PushFront(id);
+}
+
 void HostBlockPool::Drop(HostBlockId id) {
   Entry& entry = entries_[id];
   assert(entry.full && !entry.pinned);
@@ -104,8 +122,9 @@ absl::Status HostBlockPool::CheckInvariants() const {
   for (HostBlockId id = 0; id < num_blocks(); ++id) {
     const Entry& entry = entries_[id];
     num_pinned += entry.pinned;
-    if (entry.pinned == lru_.Contains(id)) {
+    if ((entry.pinned || entry.swap) == lru_.Contains(id) || (entry.swap && entry.full)) {
       return absl::InternalError(absl::StrCat("host block ", id, " pinned=", entry.pinned,
+                                              " swap=", entry.swap, " full=", entry.full,
                                               " but queued=", lru_.Contains(id)));
     }
     if (!entry.full) continue;

@@ -69,6 +69,14 @@ class HostBlockPool {
   // Unpins every pinned entry (their loads are recorded).
   void UnpinAll();
 
+  // Preemption by swap: takes the least recently used unpinned entry out of the tier (dropping
+  // what it held) to keep a preempted sequence's partial last block, which no hash names; it
+  // stays out of the index and the queue until ReleaseSwap, which makes it the next entry Store
+  // takes. kNoHostBlock when every entry is pinned or taken.
+  HostBlockId TakeForSwap();
+  void ReleaseSwap(HostBlockId id);
+  int num_swap_blocks() const { return num_swap_blocks_; }
+
   // Moves the events recorded since the last call into `*events` (cleared first): kStored
   // when Store enters a block, kRemoved when an entry is dropped or reused; tier kHost, block =
   // the host block id.
@@ -80,8 +88,8 @@ class HostBlockPool {
     for (const auto& [hash, id] : index_) fn(hash);
   }
 
-  // OK when the index names exactly the full entries, every unpinned entry is queued once, and
-  // the pin count is right. O(num_blocks); for tests.
+  // OK when the index names exactly the full entries, every entry neither pinned nor taken for
+  // a swap is queued once, and the pin count is right. O(num_blocks); for tests.
   absl::Status CheckInvariants() const;
 
  private:
@@ -90,6 +98,7 @@ class HostBlockPool {
     BlockHash parent_hash;
     bool pinned = false;
     bool full = false;
+    bool swap = false;  // taken by TakeForSwap
   };
 
   void Drop(HostBlockId id);  // REQUIRES: full, unpinned; moves it to the queue's head
@@ -100,6 +109,7 @@ class HostBlockPool {
   FreeBlockQueue lru_;           // unpinned entries, least recently used (or empty) first
   absl::flat_hash_map<BlockHash, HostBlockId> index_;
   std::vector<HostBlockId> pinned_;  // entries with pinned set, each once
+  int num_swap_blocks_ = 0;
   std::vector<KvEvent> pending_events_;
 };
 

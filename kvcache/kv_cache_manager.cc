@@ -230,17 +230,42 @@ absl::StatusOr<SequenceStart> KvCacheManager::AddSequence(SequenceId id,
   Sequence& seq = NewSequence(id);
   int num_evictable_hits = 0;
   host_hits_.clear();
+  BlockHash last_hit;  // the hash of the last block matched (either tier)
   MatchPrefix(
       prompt, cache_salt, MaxPromptBlocks(prompt, block_size_),
       [&](BlockId block, const BlockHash& hash) {
         seq.block_table.push_back(block);
         seq.hashes.push_back(hash);
         num_evictable_hits += pool_.ref_count(block) == 0;
+        last_hit = hash;
       },
-      [&](HostBlockId host, const BlockHash&) { host_hits_.push_back(host); });
+      [&](HostBlockId host, const BlockHash& hash) {
+        host_hits_.push_back(host);
+        last_hit = hash;
+      });
   const int num_device_blocks = static_cast<int>(seq.block_table.size());
   const int num_host_blocks = static_cast<int>(host_hits_.size());
-  const int num_cached_tokens = (num_device_blocks + num_host_blocks) * block_size_;
+  const int num_hit_tokens = (num_device_blocks + num_host_blocks) * block_size_;
+  // A partial block kept by a swap continues the prefix only if the prefix reaches it, and only
+  // for the tokens it was computed for: the same chain before it, the same tokens in it.
+  auto swapped = swapped_.find(id);
+  int num_swapped_tokens = 0;
+  if (swapped != swapped_.end()) {
+    const Swapped& kept = swapped->second;
+    const bool same_chain =
+        kept.block_index == num_device_blocks + num_host_blocks &&
+        (kept.block_index > 0 ? last_hit == kept.parent : cache_salt == kept.cache_salt);
+    if (same_chain) {
+      int n = static_cast<int>(std::min<int64_t>(
+          kept.tokens.size(), static_cast<int64_t>(prompt.size()) - 1 - num_hit_tokens));
+      n = std::max(n, 0);
+      if (std::equal(kept.tokens.begin(), kept.tokens.begin() + n,
+                     prompt.begin() + num_hit_tokens)) {
+        num_swapped_tokens = n;
+      }
+    }
+  }
+  const int num_cached_tokens = num_hit_tokens + num_swapped_tokens;
   const int num_new_tokens =
       std::min<int64_t>(max_new_tokens, static_cast<int64_t>(prompt.size()) - num_cached_tokens);
   // Host hits need device blocks like new tokens do.
@@ -263,6 +288,17 @@ absl::StatusOr<SequenceStart> KvCacheManager::AddSequence(SequenceId id,
         .to_host = false, .device = seq.block_table[num_device_blocks + j], .host = host_hits_[j]});
   }
   if (host_ != nullptr) host_->UnpinAll();  // the loads are recorded before any later store
+  if (swapped != swapped_.end()) {
+    if (num_swapped_tokens > 0) {
+      host_copies_.push_back(
+          HostCopy{.to_host = false,
+                   .device = seq.block_table[num_device_blocks + num_host_blocks],
+                   .host = swapped->second.host});
+    }
+    // After its load is recorded (and after the allocation's stores, which must not take it).
+    host_->ReleaseSwap(swapped->second.host);
+    swapped_.erase(swapped);
+  }
   seq.cache_salt.assign(cache_salt);
   seq.tokens.assign(prompt.begin(), prompt.end());
   seq.num_computed_tokens = num_device_blocks * block_size_;
@@ -270,17 +306,20 @@ absl::StatusOr<SequenceStart> KvCacheManager::AddSequence(SequenceId id,
     seq.chain_parent = seq.block_table[num_device_blocks - 1];
     seq.chain_parent_generation = pool_.generation(seq.chain_parent);
   }
-  if (num_host_blocks > 0) {
+  if (num_host_blocks > 0 || num_swapped_tokens > 0) {
     // The loaded blocks count as computed from here on (the runner fills them before the
     // step's forward) and enter the device's prefix cache like computed ones.
     seq.num_computed_tokens = num_cached_tokens;
     CacheFullBlocks(seq);
   }
   prefix_query_tokens_ += static_cast<int64_t>(prompt.size());
-  prefix_hit_tokens_ += num_cached_tokens;
+  prefix_hit_tokens_ += num_hit_tokens;
   prefix_host_hit_tokens_ += int64_t{num_host_blocks} * block_size_;
+  swapped_in_tokens_ += num_swapped_tokens;
+  host_swap_loads_ += num_swapped_tokens > 0;
   return SequenceStart{.num_cached_tokens = num_cached_tokens,
                        .num_host_tokens = num_host_blocks * block_size_,
+                       .num_swapped_tokens = num_swapped_tokens,
                        .num_new_tokens = num_new_tokens};
 }
 
@@ -380,6 +419,36 @@ absl::StatusOr<std::optional<BlockCopy>> KvCacheManager::ForkSequence(SequenceId
   return copy;
 }
 
+absl::Status KvCacheManager::PreemptSequence(SequenceId id, bool swap) {
+  KVSERVE_ASSIGN_OR_RETURN(Sequence * found, Find(id));
+  const int partial = found->num_computed_tokens % block_size_;
+  if (swap && host_ != nullptr && partial > 0) {
+    DropSwapped(id);
+    const HostBlockId host = host_->TakeForSwap();
+    if (host != kNoHostBlock) {  // else it is recomputed
+      const int index = found->num_computed_tokens / block_size_;
+      host_copies_.push_back(
+          HostCopy{.to_host = true, .device = found->block_table[index], .host = host});
+      ++host_stored_blocks_;
+      Swapped& kept = swapped_[id];
+      kept.host = host;
+      kept.block_index = index;
+      kept.parent = index > 0 ? found->hashes[index - 1] : BlockHash{};
+      kept.cache_salt = index > 0 ? std::string() : found->cache_salt;
+      kept.tokens.assign(found->tokens.begin() + int64_t{index} * block_size_,
+                         found->tokens.begin() + found->num_computed_tokens);
+    }
+  }
+  return FreeSequence(id);
+}
+
+void KvCacheManager::DropSwapped(SequenceId id) {
+  auto it = swapped_.find(id);
+  if (it == swapped_.end()) return;
+  host_->ReleaseSwap(it->second.host);
+  swapped_.erase(it);
+}
+
 absl::Status KvCacheManager::FreeSequence(SequenceId id) {
   KVSERVE_ASSIGN_OR_RETURN(Sequence * found, Find(id));
   const std::vector<BlockId>& table = found->block_table;
@@ -436,7 +505,9 @@ KvCacheStats KvCacheManager::Stats() const {
     stats.host_cached_blocks = host_->num_cached_blocks();
   }
   stats.host_stored_blocks = host_stored_blocks_;
-  stats.host_loaded_blocks = prefix_host_hit_tokens_ / block_size_;  // a copy per hit block
+  // A copy per hit block and per restored partial block.
+  stats.host_loaded_blocks = prefix_host_hit_tokens_ / block_size_ + host_swap_loads_;
+  stats.swapped_in_tokens = swapped_in_tokens_;
   return stats;
 }
 
@@ -485,6 +556,11 @@ KvSnapshot KvCacheManager::Snapshot() const {
 absl::Status KvCacheManager::CheckInvariants() const {
   KVSERVE_RETURN_IF_ERROR(pool_.CheckInvariants());
   if (host_ != nullptr) KVSERVE_RETURN_IF_ERROR(host_->CheckInvariants());
+  const int swap_blocks = host_ != nullptr ? host_->num_swap_blocks() : 0;
+  if (swap_blocks != static_cast<int>(swapped_.size())) {
+    return absl::InternalError(
+        absl::StrCat(swapped_.size(), " swapped sequences hold ", swap_blocks, " host entries"));
+  }
   std::vector<int> holders(pool_.num_blocks(), 0);
   for (const auto& [id, slot] : slot_of_) {
     const Sequence& seq = *sequences_[slot];

@@ -87,9 +87,10 @@ struct PrefixMatch {
 };
 
 struct SequenceStart {
-  int num_cached_tokens = 0;  // served from the prefix cache, already computed
-  int num_host_tokens = 0;    // of those, copied back from the host tier
-  int num_new_tokens = 0;     // slots reserved for tokens num_cached_tokens.. onwards
+  int num_cached_tokens = 0;   // served from the prefix cache (or a swap), already computed
+  int num_host_tokens = 0;     // of those, copied back from the host tier
+  int num_swapped_tokens = 0;  // of those, the partial block PreemptSequence kept
+  int num_new_tokens = 0;      // slots reserved for tokens num_cached_tokens.. onwards
 };
 
 // A block whose K/V the runner must copy from `src` to `dst` (every layer, K and V).
@@ -131,6 +132,7 @@ struct KvCacheStats {
   int host_cached_blocks = 0;          // of those, holding a block
   int64_t host_stored_blocks = 0;      // copies device -> host so far
   int64_t host_loaded_blocks = 0;      // copies host -> device so far
+  int64_t swapped_in_tokens = 0;       // tokens PreemptSequence kept and AddSequence restored
 };
 
 class KvCacheManager {
@@ -177,6 +179,14 @@ class KvCacheManager {
   // Frees the sequence's blocks, last block first, so that a chain's tail is evicted before its
   // head. NOT_FOUND when unknown or already freed.
   absl::Status FreeSequence(SequenceId id);
+  // Preemption. Frees the sequence as FreeSequence does; with `swap` and a host tier, the K/V of
+  // its partial last computed block is first copied (a recorded copy) into a host entry kept for
+  // it, so that the next AddSequence(id, ...) whose cached prefix reaches that block restores
+  // those tokens instead of recomputing them. Its full blocks need no such care: they stay cached
+  // and reach the host tier when the pool hands them out, as every cached block does.
+  absl::Status PreemptSequence(SequenceId id, bool swap);
+  // Gives back what PreemptSequence kept for `id` (its request ended before it ran again).
+  void DropSwapped(SequenceId id);
 
   bool HasSequence(SequenceId id) const { return slot_of_.contains(id); }
   // The sequence's block table; valid until the next non-const call.
@@ -260,11 +270,22 @@ class KvCacheManager {
   int BlocksFor(int num_tokens) const { return (num_tokens + block_size_ - 1) / block_size_; }
   void CacheFullBlocks(Sequence& seq);
 
+  // A preempted sequence's partial last block, kept in the host tier (PreemptSequence), and
+  // what it was computed for: the chain before it and its tokens.
+  struct Swapped {
+    HostBlockId host = kNoHostBlock;
+    int block_index = 0;          // its position in the sequence
+    BlockHash parent;             // the hash of the block before it (block_index > 0)
+    std::string cache_salt;       // the salt (block_index == 0)
+    std::vector<TokenId> tokens;  // its computed tokens, 1 .. block_size - 1
+  };
+
   const int block_size_;
   const uint64_t epoch_;
   BlockPool pool_;
   std::unique_ptr<HostBlockPool> host_;               // null without a host tier
   std::vector<HostCopy> host_copies_;                 // recorded since the last TakeHostCopies
+  absl::flat_hash_map<SequenceId, Swapped> swapped_;  // preempted by swap, not yet back
   std::vector<BlockId> evicted_;                      // scratch of AllocateBlocks
   std::vector<HostBlockId> host_hits_;                // scratch of AddSequence
   std::vector<KvEvent> host_events_;                  // scratch of DrainEvents
@@ -275,6 +296,8 @@ class KvCacheManager {
   int64_t prefix_query_tokens_ = 0;
   int64_t prefix_hit_tokens_ = 0;
   int64_t prefix_host_hit_tokens_ = 0;
+  int64_t swapped_in_tokens_ = 0;
+  int64_t host_swap_loads_ = 0;
   int64_t host_stored_blocks_ = 0;
 };
 

@@ -88,6 +88,9 @@ ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve TLS on --list
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
 ABSL_FLAG(std::string, tls_ca, "", "PEM CA: require client certificates signed by it (mTLS)");
 ABSL_FLAG(double, drain_timeout_s, 30.0, "On SIGTERM, seconds in-flight requests may take");
+ABSL_FLAG(std::string, preemption_mode, "recompute",
+          "What a preempted request keeps: recompute (its cached full blocks) or swap (also its "
+          "partial last block, in the host tier; needs --host_kv_bytes)");
 ABSL_FLAG(double, drain_kv_handoff_s, 2.0,
           "After the drain's grace period, seconds the worker keeps serving the KV blocks of the "
           "requests it ended, so their new workers fetch rather than recompute them (0: none)");
@@ -182,6 +185,7 @@ absl::StatusOr<Flags> ReadFlags() {
   options.tls_ca = absl::GetFlag(FLAGS_tls_ca);
   options.drain_timeout_s = absl::GetFlag(FLAGS_drain_timeout_s);
   options.drain_kv_handoff_s = absl::GetFlag(FLAGS_drain_kv_handoff_s);
+  options.preemption_mode = absl::GetFlag(FLAGS_preemption_mode);
   options.kv_fetch_timeout_s = absl::GetFlag(FLAGS_kv_fetch_timeout_s);
   options.structured_output_timeout_s = absl::GetFlag(FLAGS_structured_output_timeout_s);
   options.worker_id = absl::GetFlag(FLAGS_worker_id);

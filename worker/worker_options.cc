@@ -86,6 +86,13 @@ absl::Status WorkerOptions::Validate() const {
     return FlagError("drain_timeout_s",
                      absl::StrCat("must be a finite number >= 0, got ", drain_timeout_s));
   }
+  if (preemption_mode != "recompute" && preemption_mode != "swap") {
+    return FlagError("preemption_mode",
+                     absl::StrCat("must be recompute or swap, got \"", preemption_mode, "\""));
+  }
+  if (preemption_mode == "swap" && host_kv_bytes == 0) {
+    return FlagError("preemption_mode", "swap keeps blocks in the host tier: set --host_kv_bytes");
+  }
   if (!std::isfinite(drain_kv_handoff_s) || drain_kv_handoff_s < 0) {
     return FlagError("drain_kv_handoff_s",
                      absl::StrCat("must be a finite number >= 0, got ", drain_kv_handoff_s));

@@ -30,6 +30,9 @@ struct WorkerOptions {
   int64_t kv_memory_bytes = 256ll << 20;
   // --host_kv_bytes: host memory for the host KV tier (per rank); 0: no host tier.
   int64_t host_kv_bytes = 0;
+  // --preemption_mode: "recompute", or "swap" (a preempted request's partial last block is kept
+  // in the host tier too; needs --host_kv_bytes).
+  std::string preemption_mode = "recompute";
   int32_t max_num_seqs = 64;                      // --max_num_seqs: running sequences per step
   int32_t max_num_batched_tokens = 512;           // --max_num_batched_tokens: token budget per step
   int32_t max_prefill_tokens_per_step = 0;        // --max_prefill_tokens_per_step: 0 = no cap

@@ -59,6 +59,8 @@ EngineOptions ToEngineOptions(const WorkerOptions& options) {
   engine.block_size = options.block_size;
   engine.kv_memory_bytes = options.kv_memory_bytes;
   engine.host_kv_bytes = options.host_kv_bytes;
+  engine.preemption_mode =
+      options.preemption_mode == "swap" ? PreemptionMode::kSwap : PreemptionMode::kRecompute;
   engine.max_num_seqs = options.max_num_seqs;
   engine.max_num_batched_tokens = options.max_num_batched_tokens;
   engine.max_prefill_tokens_per_step = options.max_prefill_tokens_per_step;

@@ -3,6 +3,7 @@
 // prefix-cache hits (the host tier's too), forks for n > 1, and that every block comes back.
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <random>
@@ -270,6 +271,74 @@ TEST(SchedulerTest, PreemptedRequestsGiveTheSameOutputAsWithoutPreemption) {
     ASSERT_TRUE(got[request.request_id].usage.has_value());
     EXPECT_EQ(got[request.request_id].usage->completion_tokens, 40);
   }
+}
+
+// Preemption by swap: preempted sequences resume from their kept partial blocks (and their
+// cached full blocks) and give the outputs of an unpreempted run, computing fewer tokens than
+// preemption by recompute. The fake runner checks every slot it reads, so a wrong restore fails.
+TEST(SchedulerTest, SwapPreemptionResumesWithoutRecomputingThePartialBlock) {
+  std::mt19937 rng(7);
+  std::vector<EngineRequest> requests;
+  for (int i = 0; i < 8; ++i) {
+    requests.push_back(
+        MakeRequest("r" + std::to_string(i), RandomPrompt(rng, 21 + 5 * i), 40, 0.9f, 500 + i));
+  }
+  EngineOptions roomy;
+  roomy.block_size = 8;
+  roomy.num_kv_blocks = 512;
+  roomy.max_num_seqs = 8;
+  roomy.max_num_batched_tokens = 64;
+  const std::map<std::string, RequestResult> expected = RunAll(roomy, requests);
+  struct Outcome {
+    int64_t computed_tokens = 0;
+    int64_t preemptions = 0;
+    int64_t swapped_in_tokens = 0;
+  };
+  auto run_tight = [&](PreemptionMode mode) {
+    EngineOptions tight = roomy;
+    tight.num_kv_blocks = 24;
+    tight.host_kv_bytes = 128 * FakeModelOptions{}.kv_bytes_per_token * tight.block_size;
+    tight.preemption_mode = mode;
+    auto runner = std::make_unique<FakeModelRunner>();
+    FakeModelRunner* fake = runner.get();
+    auto core = EngineCore::Create(tight, std::move(runner), nullptr, nullptr);
+    KVSERVE_EXPECT_OK(core);
+    std::map<std::string, std::shared_ptr<RequestStream>> streams;
+    for (const EngineRequest& request : requests) {
+      streams[request.request_id] = SubmitToCore(**core, request);
+    }
+    RunCore(**core);
+    for (auto& [id, stream] : streams) {
+      RequestResult result;
+      result.Drain(*stream);
+      KVSERVE_EXPECT_OK(result.status);
+      EXPECT_EQ(result.choices[0].tokens, expected.at(id).choices.at(0).tokens) << id;
+    }
+    ExpectAllBlocksFree(**core);
+    EXPECT_EQ((*core)->manager().host_pool()->num_swap_blocks(), 0);
+    return Outcome{.computed_tokens = fake->num_computed_tokens(),
+                   .preemptions = (*core)->Stats().num_preemptions,
+                   .swapped_in_tokens = (*core)->manager().Stats().swapped_in_tokens};
+  };
+  const Outcome recompute = run_tight(PreemptionMode::kRecompute);
+  const Outcome swap = run_tight(PreemptionMode::kSwap);
+  EXPECT_GT(recompute.preemptions, 0);
+  EXPECT_GT(swap.preemptions, 0);
+  EXPECT_EQ(recompute.swapped_in_tokens, 0);
+  EXPECT_GT(swap.swapped_in_tokens, 0);
+  EXPECT_LT(swap.computed_tokens, recompute.computed_tokens);
+  std::printf(
+      "preemptions: recompute %lld, swap %lld; computed tokens: recompute %lld, swap %lld "
+      "(%lld restored from the host tier)\n",
+      static_cast<long long>(recompute.preemptions), static_cast<long long>(swap.preemptions),
+      static_cast<long long>(recompute.computed_tokens),
+      static_cast<long long>(swap.computed_tokens), static_cast<long long>(swap.swapped_in_tokens));
+
+  // Swap needs a host tier.
+  EngineOptions untiered = roomy;
+  untiered.preemption_mode = PreemptionMode::kSwap;
+  EXPECT_THAT(EngineCore::Create(untiered, std::make_unique<FakeModelRunner>(), nullptr, nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(SchedulerTest, AbortAndFinishReturnEveryBlock) {

@@ -308,6 +308,85 @@ TEST(KvCacheTransferTest, ImportKeepsTheHeldHeadOfItsChainInTheTier) {
   KVSERVE_EXPECT_OK(m->CheckInvariants());
 }
 
+// Preemption by swap: the partial last block of a preempted sequence is kept in the host tier
+// and restored on its return, while its full blocks come back as cached ones; every position
+// reads its own token although the pool was reused in between.
+TEST(KvCacheSwapTest, APreemptedSequencesPartialBlockComesBack) {
+  for (bool swap : {true, false}) {
+    SCOPED_TRACE(swap ? "swap" : "recompute");
+    auto m = MakeTiered(/*num_blocks=*/6, /*num_host_blocks=*/8);  // 5 usable
+    TierMemory memory(6, 8);
+    std::vector<TokenId> tokens = Range(10, 500);  // 2 full blocks + 2
+    KVSERVE_ASSERT_OK(m->AddSequence(1, tokens, "", 1 << 20));
+    memory.Compute(*m, 1, 10);
+    tokens.push_back(77);  // the sampled token, not yet computed
+    KVSERVE_ASSERT_OK(m->AppendTokens(1, {77}));
+    KVSERVE_ASSERT_OK(m->PreemptSequence(1, swap));
+    EXPECT_EQ(m->host_pool()->num_swap_blocks(), swap ? 1 : 0);
+    KVSERVE_ASSERT_OK(m->CheckInvariants());
+    Serve(*m, memory, 2, Range(17, 100));  // takes the whole pool: every block is reused
+    absl::StatusOr<SequenceStart> start = m->AddSequence(1, tokens, "", 1 << 20);
+    KVSERVE_ASSERT_OK(start);
+    EXPECT_EQ(start->num_host_tokens, 8);  // the full blocks, back from the host tier
+    EXPECT_EQ(start->num_swapped_tokens, swap ? 2 : 0);
+    EXPECT_EQ(start->num_cached_tokens, swap ? 10 : 8);
+    EXPECT_EQ(start->num_new_tokens, swap ? 1 : 3);
+    EXPECT_TRUE(memory.Holds(*m, 1));
+    EXPECT_EQ(m->host_pool()->num_swap_blocks(), 0);
+    EXPECT_EQ(m->Stats().swapped_in_tokens, swap ? 2 : 0);
+    KVSERVE_EXPECT_OK(m->CheckInvariants());
+  }
+}
+
+TEST(KvCacheSwapTest, AKeptBlockTheChainNoLongerReachesIsGivenBack) {
+  auto m = MakeTiered(/*num_blocks=*/6, /*num_host_blocks=*/2);
+  TierMemory memory(6, 2);
+  std::vector<TokenId> tokens = Range(10, 500);
+  KVSERVE_ASSERT_OK(m->AddSequence(1, tokens, "", 1 << 20));
+  memory.Compute(*m, 1, 10);
+  KVSERVE_ASSERT_OK(m->PreemptSequence(1, /*swap=*/true));
+  // Two other prompts push the first full blocks out of the pool and the one free host entry.
+  Serve(*m, memory, 2, Range(17, 100));
+  Serve(*m, memory, 3, Range(17, 200));
+  absl::StatusOr<SequenceStart> start = m->AddSequence(1, tokens, "", 1 << 20);
+  KVSERVE_ASSERT_OK(start);
+  EXPECT_EQ(start->num_swapped_tokens, 0);
+  EXPECT_EQ(m->host_pool()->num_swap_blocks(), 0);
+  EXPECT_TRUE(memory.Holds(*m, 1));
+  KVSERVE_EXPECT_OK(m->CheckInvariants());
+
+  KVSERVE_ASSERT_OK(m->FreeSequence(1));
+
+  // The same id with other tokens in the kept block, or another chain before it (cached, so
+  // that the prefix reaches the kept block's position), gets none of it.
+  for (int changed : {1, 8}) {
+    const SequenceId id = 10 + changed;
+    std::vector<TokenId> other = Range(10, 300);
+    start = m->AddSequence(id, other, "", 1 << 20);
+    KVSERVE_ASSERT_OK(start);
+    memory.Compute(*m, id, start->num_new_tokens);
+    KVSERVE_ASSERT_OK(m->PreemptSequence(id, /*swap=*/true));
+    other[changed] += 1000;
+    if (changed < 8) Serve(*m, memory, 99, std::vector<TokenId>(other.begin(), other.begin() + 9));
+    start = m->AddSequence(id, other, "", 1 << 20);
+    KVSERVE_ASSERT_OK(start);
+    EXPECT_EQ(start->num_swapped_tokens, 0) << "token " << changed << " changed";
+    memory.Compute(*m, id, start->num_new_tokens);
+    EXPECT_TRUE(memory.Holds(*m, id));
+    KVSERVE_ASSERT_OK(m->FreeSequence(id));
+  }
+  KVSERVE_EXPECT_OK(m->CheckInvariants());
+
+  // A request that ends while preempted gives its entry back.
+  KVSERVE_ASSERT_OK(m->AddSequence(4, Range(6, 900), "", 1 << 20));
+  memory.Compute(*m, 4, 6);
+  KVSERVE_ASSERT_OK(m->PreemptSequence(4, /*swap=*/true));
+  EXPECT_EQ(m->host_pool()->num_swap_blocks(), 1);
+  m->DropSwapped(4);
+  EXPECT_EQ(m->host_pool()->num_swap_blocks(), 0);
+  KVSERVE_EXPECT_OK(m->CheckInvariants());
+}
+
 // Random conversations that share prefixes and outgrow the device pool many times over: after
 // every admission, with the copies run in the recorded order, each computed position of each
 // live sequence holds its own token, and the host tier served some of them.

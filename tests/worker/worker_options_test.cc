@@ -2,6 +2,7 @@
 // file); TLS files are read at start-up.
 #include "worker/worker_options.h"
 
+#include <cmath>
 #include <fstream>
 #include <string>
 
@@ -39,6 +40,10 @@ TEST(WorkerOptions, DefaultsAreValidAndEveryBadFlagIsNamed) {
       {[](WorkerOptions* o) { o->tls_cert = "cert.pem"; }, "--tls_key"},
       {[](WorkerOptions* o) { o->tls_ca = "ca.pem"; }, "--tls_ca"},
       {[](WorkerOptions* o) { o->drain_timeout_s = -1; }, "--drain_timeout_s"},
+      {[](WorkerOptions* o) { o->drain_kv_handoff_s = -1; }, "--drain_kv_handoff_s"},
+      {[](WorkerOptions* o) { o->kv_fetch_timeout_s = std::nan(""); }, "--kv_fetch_timeout_s"},
+      {[](WorkerOptions* o) { o->preemption_mode = "evict"; }, "--preemption_mode"},
+      {[](WorkerOptions* o) { o->preemption_mode = "swap"; }, "--preemption_mode"},
       {[](WorkerOptions* o) { o->structured_output_timeout_s = 0; },
        "--structured_output_timeout_s"},
       {[](WorkerOptions* o) { o->worker_id = std::string(200, 'w'); }, "--worker_id"},
