@@ -65,10 +65,11 @@ bool Better(RoutingPolicy policy, const RoutingQuery& query, const WorkerCost& a
     }
     return a_load.last_chosen < b_load.last_chosen;
   }
-  if (query.prefer_longest_prefix &&
-      a.cached_blocks + a.host_cached_blocks != b.cached_blocks + b.host_cached_blocks) {
-    return a.cached_blocks + a.host_cached_blocks > b.cached_blocks + b.host_cached_blocks;
-  }
+  // A migration: the fewest blocks to compute, whether the worker holds them (either tier) or
+  // fetches them.
+  const int64_t a_reused = a.cached_blocks + a.host_cached_blocks + a.remote_blocks;
+  const int64_t b_reused = b.cached_blocks + b.host_cached_blocks + b.remote_blocks;
+  if (query.prefer_longest_prefix && a_reused != b_reused) return a_reused > b_reused;
   if (a.cost != b.cost) return a.cost < b.cost;
   if (a_load.outstanding_requests != b_load.outstanding_requests) {
     return a_load.outstanding_requests < b_load.outstanding_requests;

@@ -33,8 +33,8 @@
 //            + running_request_cost * running
 // and, under the kv_aware policy, picks the fitting worker with the lowest cost (ties: fewer
 // outstanding requests, then the least recently chosen worker, so equal workers share an idle
-// cluster evenly). For a migration (`prefer_longest_prefix`) the fitting worker with the most
-// cached blocks (either tier; remote blocks do not count) wins, cost breaking ties.
+// cluster evenly). For a migration (`prefer_longest_prefix`) the fitting worker that computes
+// the fewest blocks (the most cached in either tier plus remote ones) wins, cost breaking ties.
 // docs/routing.md has a worked example.
 //
 // The transfer source is chosen by the caller (ClusterBooks: of the workers able to send, the

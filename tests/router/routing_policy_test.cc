@@ -278,6 +278,19 @@ TEST(RoutingPolicyTest, MigrationPrefersTheLongestCachedPrefix) {
   EXPECT_EQ(ChooseWorker(query, loads, {}).index, 1);
 }
 
+TEST(RoutingPolicyTest, MigrationCountsTheBlocksAWorkerWouldFetch) {
+  // A holds 10 blocks of its own and cannot receive; B holds none but can fetch the source's 40.
+  RoutingQuery query = TransferQuery();
+  query.prefer_longest_prefix = true;
+  WorkerLoad own = ExampleB();
+  own.matched_blocks = 10;
+  const WorkerLoad fetcher = Receiver(ExampleB());
+  const std::vector<WorkerLoad> loads = {own, fetcher};
+  const RoutingChoice choice = ChooseWorker(query, loads, {});
+  EXPECT_EQ(choice.index, 1);
+  EXPECT_EQ(choice.chosen.remote_blocks, 40);
+}
+
 TEST(RoutingPolicyTest, EqualCostGoesToFewerOutstandingThenTheFirst) {
   WorkerLoad a = ExampleB();
   a.outstanding_requests = 2;
