@@ -383,6 +383,45 @@ absl::Status KvCacheHarness::Free(Draw& draw) {
   return ExpectCode(status, absl::StatusCode::kOk, "FreeSequence");
 }
 
+absl::Status KvCacheHarness::Import(Draw& draw) {
+  // The engine imports between steps, when every recorded copy has run.
+  RunHostCopies();
+  const std::vector<TokenId> prompt = MakePrompt(draw);
+  const std::string salt = draw.Below(4) == 0 ? "tenant-b" : "";
+  const int full = static_cast<int>(prompt.size()) / block_size_;
+  if (full == 0) return absl::OkStatus();
+  const int first = draw.Below(full);
+  const int count = 1 + draw.Below(full - first);
+  absl::StatusOr<std::vector<HostBlockId>> entries =
+      manager_->ImportHostBlocks(prompt, salt, first, count);
+  if (host_fingerprint_.empty()) {
+    return ExpectCode(entries.status(), absl::StatusCode::kFailedPrecondition,
+                      "ImportHostBlocks without a host tier");
+  }
+  HARNESS_RETURN_IF_ERROR(ExpectCode(entries.status(), absl::StatusCode::kOk, "ImportHostBlocks"));
+  if (static_cast<int>(entries->size()) > count) {
+    return Violation("ImportHostBlocks returned more entries than blocks");
+  }
+  ModelSequence arriving;
+  arriving.tokens = prompt;
+  arriving.salt = salt;
+  const std::vector<uint64_t> fingerprints = Fingerprints(arriving, full * block_size_);
+  std::vector<BlockHash> hashes;
+  HashFullBlocks(prompt, block_size_, salt, &hashes);
+  for (size_t j = 0; j < entries->size(); ++j) {
+    const HostBlockId host = (*entries)[j];
+    if (host == kNoHostBlock) continue;
+    const int64_t from = int64_t{first + static_cast<int>(j)} * block_size_;
+    std::copy_n(fingerprints.begin() + from, block_size_,
+                host_fingerprint_.begin() + int64_t{host} * block_size_);
+    std::copy_n(prompt.begin() + from, block_size_,
+                host_token_.begin() + int64_t{host} * block_size_);
+    host_written_hash_[host] = hashes[first + j];
+    ++counters_.imported_blocks;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status KvCacheHarness::Lookup(Draw& draw) {
   const std::vector<TokenId> prompt = MakePrompt(draw);
   const KvCacheStats before = manager_->Stats();
@@ -525,7 +564,7 @@ absl::Status KvCacheHarness::Apply(int kind, uint64_t entropy) {
       status = Free(draw);
       break;
     case 14:
-      status = Lookup(draw);
+      status = draw.Below(2) == 0 ? Lookup(draw) : Import(draw);
       break;
     default:
       status = DrainAndSnapshot(draw);

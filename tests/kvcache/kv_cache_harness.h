@@ -43,6 +43,7 @@ struct HarnessCounters {
   int64_t fork_copies = 0;
   int64_t expected_errors = 0;  // misuse answered with the right error
   int64_t host_hit_tokens = 0;  // of prefix_hit_tokens, copied back from the host tier
+  int64_t imported_blocks = 0;  // written into the host tier by Import
 };
 
 class KvCacheHarness {
@@ -86,6 +87,9 @@ class KvCacheHarness {
   absl::Status ExpectCode(const absl::Status& status, absl::StatusCode code, const char* what);
 
   std::vector<TokenId> MakePrompt(Draw& draw) const;
+  // KV block transfer: blocks of a random prompt arrive from "another worker" (ImportHostBlocks)
+  // and their fake K/V is written into the entries it returns.
+  absl::Status Import(Draw& draw);
   // Fake K/V of positions [0, count): each depends on the salt and every token up to it.
   std::vector<uint64_t> Fingerprints(const ModelSequence& seq, int count) const;
   int FreeBlocksNeeded(const ModelSequence& seq, int end_tokens) const;

@@ -53,14 +53,17 @@ TEST(KvCachePropertyTest, RandomOperationSequencesKeepEveryInvariant) {
     total.fork_copies += c.fork_copies;
     total.expected_errors += c.expected_errors;
     total.host_hit_tokens += c.host_hit_tokens;
+    total.imported_blocks += c.imported_blocks;
   }
   std::printf(
       "operations=%lld sequences=%lld prefix_hit_tokens=%lld evictions=%lld "
-      "resource_exhausted=%lld fork_copies=%lld expected_errors=%lld host_hit_tokens=%lld\n",
+      "resource_exhausted=%lld fork_copies=%lld expected_errors=%lld host_hit_tokens=%lld "
+      "imported_blocks=%lld\n",
       static_cast<long long>(total.operations), static_cast<long long>(total.sequences_added),
       static_cast<long long>(total.prefix_hit_tokens), static_cast<long long>(total.evictions),
       static_cast<long long>(total.resource_exhausted), static_cast<long long>(total.fork_copies),
-      static_cast<long long>(total.expected_errors), static_cast<long long>(total.host_hit_tokens));
+      static_cast<long long>(total.expected_errors), static_cast<long long>(total.host_hit_tokens),
+      static_cast<long long>(total.imported_blocks));
   // The runs must actually exercise what they claim to check.
   EXPECT_GT(total.prefix_hit_tokens, 0);
   EXPECT_GT(total.evictions, 0);
@@ -68,6 +71,7 @@ TEST(KvCachePropertyTest, RandomOperationSequencesKeepEveryInvariant) {
   EXPECT_GT(total.fork_copies, 0);
   EXPECT_GT(total.expected_errors, 0);
   EXPECT_GT(total.host_hit_tokens, 0);
+  EXPECT_GT(total.imported_blocks, 0);
 }
 
 }  // namespace
