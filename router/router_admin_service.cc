@@ -51,6 +51,7 @@ v1::ListWorkersResponse ToListWorkersResponse(std::vector<WorkerSummary> workers
     info->set_evictable_blocks(worker.capacity.evictable_blocks);
     info->set_host_blocks(worker.capacity.host_blocks);
     info->set_host_cached_blocks(worker.host_cached_blocks);
+    info->set_kv_transfer_format(worker.kv_transfer_format);
     info->set_running_requests(worker.capacity.running_requests);
     info->set_waiting_requests(worker.capacity.waiting_requests);
     info->set_reserved_blocks(worker.reserved_blocks);

@@ -153,9 +153,9 @@ int RouterWorkers() {
   v1::ListWorkersResponse response;
   grpc::Status status = stub->ListWorkers(&context, v1::ListWorkersRequest(), &response);
   if (!status.ok()) return Report(status);
-  std::cout << absl::StrFormat("%-24s %-22s %-11s %14s %8s %14s %8s %8s %-9s\n", "WORKER", "ID",
+  std::cout << absl::StrFormat("%-24s %-22s %-11s %14s %8s %14s %8s %8s %-9s %s\n", "WORKER", "ID",
                                "HEALTH", "FREE/TOTAL", "CACHED", "HOST CACHED", "RUNNING",
-                               "WAITING", "INDEX");
+                               "WAITING", "INDEX", "KV TRANSFER");
   for (const v1::WorkerInfo& worker : response.workers()) {
     std::string health = absl::AsciiStrToLower(
         absl::StripPrefix(v1::WorkerHealth_Name(worker.health()), "WORKER_HEALTH_"));
@@ -163,11 +163,12 @@ int RouterWorkers() {
         worker.host_blocks() > 0
             ? absl::StrFormat("%d/%d", worker.host_cached_blocks(), worker.host_blocks())
             : "-";
-    std::cout << absl::StrFormat("%-24s %-22s %-11s %6d/%-7d %8d %14s %8d %8d %-9s\n",
+    std::cout << absl::StrFormat("%-24s %-22s %-11s %6d/%-7d %8d %14s %8d %8d %-9s %s\n",
                                  worker.address(), worker.id().empty() ? "-" : worker.id(), health,
                                  worker.free_blocks(), worker.total_blocks(),
                                  worker.cached_blocks(), host, worker.running_requests(),
-                                 worker.waiting_requests(), worker.index_state());
+                                 worker.waiting_requests(), worker.index_state(),
+                                 worker.kv_transfer_format().empty() ? "-" : "yes");
   }
   for (const v1::WorkerInfo& worker : response.workers()) {
     if (!worker.refused_reason().empty()) {

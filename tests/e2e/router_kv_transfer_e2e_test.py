@@ -8,10 +8,11 @@ undisturbed run's, token for token, and the new worker's metrics show the fetch 
 hits it served.
 
   python3 router_kv_transfer_e2e_test.py --worker=build/worker/kvserve-worker \
-      --router=build/router/kvserve-router --proto-root=proto
+      --router=build/router/kvserve-router --cli=build/tools/kvserve-cli --proto-root=proto
 """
 
 import signal
+import subprocess
 import sys
 import time
 import unittest
@@ -41,6 +42,13 @@ class RouterKvTransferTest(unittest.TestCase):
                                                  "--drain_kv_handoff_s=10"])
         router = lib.start_router(OPTIONS, workers, ["--status_interval_ms=50"])
         stub = lib.generation_stub(router.address)
+        # kvserve-cli workers says both can move blocks.
+        table = subprocess.run([OPTIONS["cli"], "workers", f"--target={router.address}"],
+                               capture_output=True, text=True, timeout=60, check=True).stdout
+        self.assertIn("KV TRANSFER", table.splitlines()[0])
+        for worker in workers:
+            self.assertTrue(any(row.startswith(worker.address) and row.rstrip().endswith(" yes")
+                                for row in table.splitlines()), table)
         undisturbed = []
         for request in requests():  # one at a time: the second follows the first's prefix
             outputs, errors = lib.run_streams(stub, [request], 600)
