@@ -1,8 +1,9 @@
 // KvExportReactor: serves one Worker.FetchKvBlocks call, the sending half of KV block transfer
 // between workers (docs/kv-cache.md; kv_fetcher.h is the receiving half). It asks the engine for
 // the requested blocks a chunk at a time (the engine thread reads their K/V between steps) and
-// writes one KvBlockData per block on the shared WritePump (write_pump.h), keeping at most two
-// chunks in memory: the next chunk is asked for when the one before starts being written.
+// writes one KvBlockData per block on the shared WritePump (write_pump.h). It reads ahead of the
+// writes: another chunk is asked for whenever fewer than two chunks wait to be written (after a
+// chunk arrives and after each write), so at most three chunks are in memory.
 //
 // The stream ends OK after the last block asked for, or at the first block the engine no longer
 // holds (the caller keeps the run it got); with the engine's error otherwise (UNAVAILABLE once
