@@ -34,8 +34,8 @@ int64_t AvailableBlocks(const WorkerLoad& load) {
 }
 
 // Blocks after `cached` + `host` that `load`'s worker would fetch from the query's transfer
-// source: only a worker with a host tier (where fetched blocks land) and the source's block
-// format, and only a run of at least min_transfer_blocks.
+// source: only a worker with a host tier (where fetched blocks land, so no more than it holds)
+// and the source's block format, and only a run of at least min_transfer_blocks.
 int64_t RemoteBlocks(const RoutingQuery& query, const WorkerLoad& load,
                      const RoutingWeights& weights, int64_t max_cached, int64_t cached,
                      int64_t host) {
@@ -43,8 +43,10 @@ int64_t RemoteBlocks(const RoutingQuery& query, const WorkerLoad& load,
                            load.kv_transfer_format == query.source_kv_transfer_format &&
                            load.host_blocks > 0;
   if (!can_receive) return 0;
-  const int64_t remote =
-      std::max<int64_t>(0, std::min(query.source_matched_blocks, max_cached) - cached - host);
+  // Fetched blocks land in the receiver's host tier, which takes no more than it holds.
+  const int64_t remote = std::min(
+      load.host_blocks,
+      std::max<int64_t>(0, std::min(query.source_matched_blocks, max_cached) - cached - host));
   return remote >= weights.min_transfer_blocks ? remote : 0;
 }
 

@@ -9,9 +9,10 @@
 //              (the worker always computes the last prompt token, see kv_cache_manager.h)
 //   host     = min(host-tier blocks continuing the match, that cap - cached): blocks the worker
 //              copies back from its host tier instead of computing; each takes a new block
-//   remote   = max(0, min(source_matched_blocks, that cap) - cached - host) when the worker can
-//              receive from the query's transfer source (the same non-empty kv_transfer_format,
-//              and a host tier: host_blocks > 0) and that is >= min_transfer_blocks; else 0:
+//   remote   = min(host_blocks, max(0, min(source_matched_blocks, that cap) - cached - host))
+//              when the worker can receive from the query's transfer source (the same
+//              non-empty kv_transfer_format, and a host tier: host_blocks > 0) and that is
+//              >= min_transfer_blocks; else 0:
 //              blocks the worker fetches from the source (Worker.FetchKvBlocks, into its host
 //              tier) instead of computing; each takes a new block, like a host-tier block. The
 //              source itself gets 0: its own pool and host runs are its whole match.

@@ -183,6 +183,10 @@ TEST(RoutingPolicyTest, OnlyAWorkerWithTheSourcesFormatAndAHostTierReceives) {
   WorkerLoad no_host_tier = receiver;
   no_host_tier.host_blocks = 0;
   EXPECT_EQ(CostOf(TransferQuery(), no_host_tier, {}).remote_blocks, 0);
+  // Fetched blocks land in the host tier: no more than it holds.
+  WorkerLoad small_tier = receiver;
+  small_tier.host_blocks = 25;
+  EXPECT_EQ(CostOf(TransferQuery(), small_tier, {}).remote_blocks, 25);
   // An empty format moves nothing, even when both are empty.
   RoutingQuery formatless = TransferQuery();
   formatless.source_kv_transfer_format = "";
