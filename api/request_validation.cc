@@ -473,4 +473,15 @@ absl::Status ValidateWorkerGenerateRequest(const v1::WorkerGenerateRequest& requ
   return ValidatePromptTokens(request.prompt_token_ids(), limits, "prompt_token_ids");
 }
 
+absl::Status ValidateFetchKvBlocksRequest(const v1::FetchKvBlocksRequest& request) {
+  if (request.token_ids_size() == 0) return Invalid("token_ids", "must not be empty");
+  if (request.first_block() < 0) {
+    return Invalid("first_block", absl::StrCat("must be >= 0, got ", request.first_block()));
+  }
+  if (request.max_blocks() < 0) {
+    return Invalid("max_blocks", absl::StrCat("must be >= 0, got ", request.max_blocks()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace kvserve

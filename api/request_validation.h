@@ -95,6 +95,10 @@ absl::Status ValidateKvFit(int32_t num_prompt_tokens, int32_t max_tokens, int32_
 absl::Status ValidateWorkerGenerateRequest(const kvserve::v1::WorkerGenerateRequest& request,
                                            const ServingLimits& limits);
 
+// A worker's KV block fetch (worker -> worker): token ids present, first_block and max_blocks
+// >= 0. Whether kv_format matches is the receiving worker's to say.
+absl::Status ValidateFetchKvBlocksRequest(const kvserve::v1::FetchKvBlocksRequest& request);
+
 // True when `text` is well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF).
 bool IsValidUtf8(absl::string_view text);
 

@@ -103,24 +103,23 @@ void Scheduler::RemoveRequest(RequestState* request) {
     if (seq->request == request) doomed.push_back(seq.get());
   }
   for (Sequence* seq : doomed) {
-    if (seq->status == SequenceStatus::kRunning) {
-      RemoveRunning(seq);
-    } else {
-      waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), seq), waiting_.end());
-      manager_->DropSwapped(seq->id);
-    }
+    Remove(seq);
     Release(seq, nullptr);
     Erase(seq);
   }
 }
 
-void Scheduler::FinishSequence(Sequence* seq) {
+void Scheduler::Remove(Sequence* seq) {
   if (seq->status == SequenceStatus::kRunning) {
     RemoveRunning(seq);
   } else {
     waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), seq), waiting_.end());
-    manager_->DropSwapped(seq->id);
+    manager_->DropSwapped(seq->id);  // a preempted one may have kept a block
   }
+}
+
+void Scheduler::FinishSequence(Sequence* seq) {
+  Remove(seq);
   seq->status = SequenceStatus::kFinished;
   Release(seq, nullptr);
   Erase(seq);

@@ -116,6 +116,8 @@ class Scheduler {
   // Takes `seq` out of running_ (if there) and frees its blocks (as a preemption when
   // `preempted`).
   void RemoveRunning(Sequence* seq, bool preempted = false);
+  // Takes `seq` out of running_ or waiting_ and gives back its blocks, kept ones included.
+  void Remove(Sequence* seq);
   // The runner must forget seq: in `plan` when given, else in the next plan.
   void Release(Sequence* seq, StepPlan* plan);
   void ForkPrefix(Sequence* prefix);

@@ -252,9 +252,9 @@ absl::StatusOr<SequenceStart> KvCacheManager::AddSequence(SequenceId id,
   int num_swapped_tokens = 0;
   if (swapped != swapped_.end()) {
     const Swapped& kept = swapped->second;
-    const bool same_chain =
-        kept.block_index == num_device_blocks + num_host_blocks &&
-        (kept.block_index > 0 ? last_hit == kept.parent : cache_salt == kept.cache_salt);
+    // last_hit stays BlockHash{} with no hit: the parent kept for block 0.
+    const bool same_chain = kept.block_index == num_device_blocks + num_host_blocks &&
+                            last_hit == kept.parent && cache_salt == kept.cache_salt;
     if (same_chain) {
       int n = static_cast<int>(std::min<int64_t>(
           kept.tokens.size(), static_cast<int64_t>(prompt.size()) - 1 - num_hit_tokens));
@@ -434,7 +434,7 @@ absl::Status KvCacheManager::PreemptSequence(SequenceId id, bool swap) {
       kept.host = host;
       kept.block_index = index;
       kept.parent = index > 0 ? found->hashes[index - 1] : BlockHash{};
-      kept.cache_salt = index > 0 ? std::string() : found->cache_salt;
+      kept.cache_salt = found->cache_salt;
       kept.tokens.assign(found->tokens.begin() + int64_t{index} * block_size_,
                          found->tokens.begin() + found->num_computed_tokens);
     }

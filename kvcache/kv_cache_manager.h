@@ -144,6 +144,11 @@ class KvCacheManager {
   KvCacheManager& operator=(const KvCacheManager&) = delete;
 
   int block_size() const { return block_size_; }
+
+  // The most blocks of `prompt` a prompt lookup may serve: the last token is always computed.
+  static size_t MaxPromptBlocks(absl::Span<const TokenId> prompt, int block_size) {
+    return prompt.empty() ? 0 : (prompt.size() - 1) / block_size;
+  }
   uint64_t epoch() const { return epoch_; }
 
   // How much of `prompt` the cache holds, with `cache_salt` in block 0's extra keys. At most
@@ -257,10 +262,6 @@ class KvCacheManager {
   template <typename DeviceFn, typename HostFn>
   void MatchPrefix(absl::Span<const TokenId> prompt, std::string_view cache_salt, size_t max_blocks,
                    DeviceFn on_device, HostFn on_host) const;
-  // The most blocks of `prompt` a prompt lookup may serve: the last token is always computed.
-  static size_t MaxPromptBlocks(absl::Span<const TokenId> prompt, int block_size) {
-    return prompt.empty() ? 0 : (prompt.size() - 1) / block_size;
-  }
   // pool_.Allocate, recording a copy to the host tier for each cached block it evicts.
   absl::Status AllocateBlocks(int n, std::vector<BlockId>* out);
   absl::StatusOr<Sequence*> Find(SequenceId id);
@@ -274,9 +275,9 @@ class KvCacheManager {
   // what it was computed for: the chain before it and its tokens.
   struct Swapped {
     HostBlockId host = kNoHostBlock;
-    int block_index = 0;          // its position in the sequence
-    BlockHash parent;             // the hash of the block before it (block_index > 0)
-    std::string cache_salt;       // the salt (block_index == 0)
+    int block_index = 0;  // its position in the sequence
+    BlockHash parent;     // the hash of the block before it (BlockHash{}: none)
+    std::string cache_salt;
     std::vector<TokenId> tokens;  // its computed tokens, 1 .. block_size - 1
   };
 

@@ -96,34 +96,28 @@ absl::StatusOr<ApplyResult> ClusterBooks::ApplyStatus(const std::string& worker_
   return result;
 }
 
-absl::Status ClusterBooks::MarkUnreachable(const std::string& worker_id) {
+template <typename Fn>
+absl::Status ClusterBooks::UpdateBooks(const std::string& worker_id, Fn update) {
   absl::MutexLock lock(&mu_);
   WorkerBooks* books = Find(worker_id);
   if (books == nullptr) {
     return absl::NotFoundError(absl::StrCat("worker ", worker_id, " is not registered"));
   }
-  books->MarkUnreachable();
+  update(*books);
   return absl::OkStatus();
+}
+
+absl::Status ClusterBooks::MarkUnreachable(const std::string& worker_id) {
+  return UpdateBooks(worker_id, [](WorkerBooks& books) { books.MarkUnreachable(); });
 }
 
 absl::Status ClusterBooks::MarkRefused(const std::string& worker_id, std::string reason) {
-  absl::MutexLock lock(&mu_);
-  WorkerBooks* books = Find(worker_id);
-  if (books == nullptr) {
-    return absl::NotFoundError(absl::StrCat("worker ", worker_id, " is not registered"));
-  }
-  books->MarkRefused(std::move(reason));
-  return absl::OkStatus();
+  return UpdateBooks(worker_id, [&](WorkerBooks& books) { books.MarkRefused(std::move(reason)); });
 }
 
 absl::Status ClusterBooks::SetKvTransferFormat(const std::string& worker_id, std::string format) {
-  absl::MutexLock lock(&mu_);
-  WorkerBooks* books = Find(worker_id);
-  if (books == nullptr) {
-    return absl::NotFoundError(absl::StrCat("worker ", worker_id, " is not registered"));
-  }
-  books->SetKvTransferFormat(std::move(format));
-  return absl::OkStatus();
+  return UpdateBooks(worker_id,
+                     [&](WorkerBooks& books) { books.SetKvTransferFormat(std::move(format)); });
 }
 
 PreparedRoute ClusterBooks::Prepare(RouteRequest request) const {

@@ -178,6 +178,9 @@ class ClusterBooks {
   RoutingDecision Decide(const PreparedRoute& prepared, int* chosen_slot) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   WorkerBooks* Find(const std::string& worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Calls update(books) for the worker under the lock; NOT_FOUND when it is not registered.
+  template <typename Fn>
+  absl::Status UpdateBooks(const std::string& worker_id, Fn update) ABSL_LOCKS_EXCLUDED(mu_);
   void NotifyCapacityChanged() ABSL_LOCKS_EXCLUDED(mu_);
 
   const RouterCoreOptions options_;

@@ -1,8 +1,8 @@
 #include "router/router_server_options.h"
 
 #include <algorithm>
-#include <cmath>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -112,11 +112,12 @@ absl::Status RouterServerOptions::Validate() const {
     return Invalid("--max_queue",
                    absl::StrCat("must be >= 0, got ", core.admission.max_waiting_requests));
   }
-  if (!std::isfinite(core.weights.transfer_token_cost) || core.weights.transfer_token_cost < 0) {
-    return Invalid("--transfer_token_cost",
-                   absl::StrCat("must be finite and >= 0, got ", core.weights.transfer_token_cost));
+  // The weights' rule (RoutingWeights::Validate), named as the flag that sets one.
+  const absl::Status status = core.Validate();
+  if (absl::StartsWith(status.message(), "transfer_token_cost:")) {
+    return absl::Status(status.code(), absl::StrCat("--", status.message()));
   }
-  return core.Validate();
+  return status;
 }
 
 absl::StatusOr<RouterTlsMaterial> LoadRouterTls(const RouterServerOptions& options) {

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "api/request_validation.h"
 #include "api/status_conversion.h"
 #include "proto/kv_events_conversion.h"
 #include "xxhash.h"
@@ -21,14 +22,8 @@ KvExportReactor* KvExportReactor::Start(Engine* engine, WorkerMetrics* metrics,
     invalid = absl::FailedPreconditionError(absl::StrCat("kv_format: \"", request.kv_format(),
                                                          "\" is not this worker's \"",
                                                          engine->kv_transfer_format(), "\""));
-  } else if (request.token_ids_size() == 0) {
-    invalid = absl::InvalidArgumentError("token_ids: must not be empty");
-  } else if (request.first_block() < 0) {
-    invalid = absl::InvalidArgumentError(
-        absl::StrCat("first_block: must be >= 0, got ", request.first_block()));
-  } else if (request.max_blocks() < 0) {
-    invalid = absl::InvalidArgumentError(
-        absl::StrCat("max_blocks: must be >= 0, got ", request.max_blocks()));
+  } else {
+    invalid = ValidateFetchKvBlocksRequest(request);
   }
   if (!invalid.ok()) return new KvExportReactor(ToGrpcStatus(invalid));
   KvTransferQuery query;

@@ -9,6 +9,7 @@
 #include "absl/synchronization/notification.h"
 #include "api/status_conversion.h"
 #include "kvcache/block_hash.h"
+#include "kvcache/kv_cache_manager.h"
 #include "kvserve/v1/worker.grpc.pb.h"
 #include "proto/kv_events_conversion.h"
 #include "xxhash.h"
@@ -126,10 +127,9 @@ KvFetchResult KvFetcher::Fetch(const v1::KvSource& source, const KvTransferQuery
 void KvFetcher::Transfer(const v1::KvSource& source, const KvTransferQuery& context,
                          KvFetchResult* result) {
   const int block_size = engine_->options().block_size;
-  // The last context token is always computed (kv_cache_manager.h): a block holding it would
-  // never be reused.
+  // A block holding the last context token would never be reused: it is always computed.
   const int end =
-      std::min(static_cast<int>((std::max<size_t>(context.tokens.size(), 1) - 1) / block_size),
+      std::min(static_cast<int>(KvCacheManager::MaxPromptBlocks(context.tokens, block_size)),
                source.num_blocks());
   if (engine_->kv_transfer_format().empty()) {
     result->status = absl::FailedPreconditionError("this worker cannot receive KV blocks");

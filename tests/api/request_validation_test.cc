@@ -454,6 +454,21 @@ TEST(ValidateWorkerGenerateRequest, RefusesBadChoicesAndIds) {
               absl::StatusCode::kInvalidArgument, "request_id");
 }
 
+TEST(ValidateFetchKvBlocksRequest, NamesTheBadField) {
+  v1::FetchKvBlocksRequest request;
+  EXPECT_THAT(ValidateFetchKvBlocksRequest(request),
+              StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("token_ids: ")));
+  request.add_token_ids(5);
+  KVSERVE_EXPECT_OK(ValidateFetchKvBlocksRequest(request));
+  request.set_first_block(-1);
+  EXPECT_THAT(ValidateFetchKvBlocksRequest(request),
+              StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("first_block: ")));
+  request.set_first_block(0);
+  request.set_max_blocks(-2);
+  EXPECT_THAT(ValidateFetchKvBlocksRequest(request),
+              StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("max_blocks: ")));
+}
+
 TEST(IsValidUtf8, AcceptsWellFormedAndRefusesIllFormed) {
   EXPECT_TRUE(IsValidUtf8(""));
   EXPECT_TRUE(IsValidUtf8("plain ascii"));
