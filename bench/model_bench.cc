@@ -10,6 +10,9 @@
 //   BM_NextToken_Tiered/{device,host_tier,recompute}/1000   on an engine with a small pool and
 //                                a host KV tier: the next token with the context in the pool,
 //                                copied back from the host tier, or recomputed
+//   BM_StepBesideHostLoads/{defer,wait}/1000  the decode step during which a request's
+//                                1,000-token context comes back from the host tier, with the
+//                                request deferred (its copies beside the step) or not
 //   BM_PrefillOps/L          one L-token prompt (128 ... 8192) in one step, each backend call
 //                            timed (kernels::TimedBackend): the share of each op, Linear's and
 //                            attention's FLOP rates, and the forward's rate against
@@ -21,6 +24,7 @@
 // the weight bytes every step reads, per second, to set against the memory bandwidth.
 //
 //   build/bench/model_bench --benchmark_min_time=2
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <memory>
@@ -29,6 +33,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "benchmark/benchmark.h"
 #include "engine/engine_core.h"
 #include "engine/request_stream.h"
@@ -351,6 +357,81 @@ BENCHMARK_CAPTURE(BM_NextToken_Tiered, recompute, ContextIn::kNowhere)
     ->Arg(1000)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+
+// Host-tier loads beside a decode step: kLoadStreams streams decode when a request arrives whose
+// range(0)-token context was evicted to the host tier. Timed (manual time): the step that copies
+// its blocks back. defer: the request sits out that step (--defer_host_loads, the default) and
+// the copies run beside the streams' forward; wait: that step copies, then runs the streams'
+// decodes and the request's last tokens. Counters: decode_step_ms, a step of the streams'
+// decodes alone just before, for scale; next_step_ms, the step after (the request's tokens when
+// deferred); blocks_copied, the blocks the timed step loaded.
+constexpr int32_t kLoadPoolBlocks = 120;
+constexpr int32_t kLoadStreams = 4;
+Fixture& Loading(bool defer) {
+  static Fixture* fixtures[2] = {};
+  Fixture*& fixture = fixtures[defer ? 1 : 0];
+  if (fixture == nullptr) {
+    fixture = Load([defer](EngineOptions& options, const ModelRunner& runner) {
+      options.num_kv_blocks = kLoadPoolBlocks;
+      options.max_num_batched_tokens = 2048;
+      options.max_context_len = 2048;
+      options.host_kv_bytes = 256 * runner.KvBytesPerBlock(kBlockSize);
+      options.defer_host_loads = defer;
+    });
+  }
+  return *fixture;
+}
+
+void BM_StepBesideHostLoads(benchmark::State& state, bool defer) {
+  Fixture& f = Loading(defer);
+  if (!f.error.empty()) return state.SkipWithError(f.error.c_str());
+  const int32_t context = static_cast<int32_t>(state.range(0));
+  const std::vector<int32_t> tokens = RandomTokens(context + 1, f.vocab, 11);
+  const std::vector<int32_t> head(tokens.begin(), tokens.end() - 1);
+  double decode_seconds = 0, next_seconds = 0;
+  int64_t copied = 0;
+  for (auto _ : state) {
+    const std::string salt = absl::StrCat("loads-", f.next_id);
+    if (!Submit(f, head, 1, salt, state)) break;
+    Finish(f, state);
+    const uint32_t seed = 200 + static_cast<uint32_t>(f.next_id);
+    if (!Submit(f, RandomTokens(kLoadPoolBlocks * kBlockSize - 2, f.vocab, seed), 1, "", state)) {
+      break;
+    }
+    Finish(f, state);
+    for (int32_t i = 0; i < kLoadStreams; ++i) {
+      if (!Submit(f, RandomTokens(64, f.vocab, seed + 1 + i), 32, "", state)) break;
+    }
+    if (!StepUntilDecoding(f, kLoadStreams, state)) break;
+    absl::Time start = absl::Now();
+    if (!Step(f, state)) break;
+    decode_seconds += absl::ToDoubleSeconds(absl::Now() - start);
+    const int64_t loaded_before = f.core->Stats().host_loaded_blocks;
+    if (!Submit(f, tokens, 1, salt, state)) break;
+    start = absl::Now();
+    if (!Step(f, state)) break;
+    state.SetIterationTime(absl::ToDoubleSeconds(absl::Now() - start));
+    copied += f.core->Stats().host_loaded_blocks - loaded_before;
+    start = absl::Now();
+    if (!Step(f, state)) break;
+    next_seconds += absl::ToDoubleSeconds(absl::Now() - start);
+    Finish(f, state);
+  }
+  const double iterations = static_cast<double>(std::max<int64_t>(1, state.iterations()));
+  state.counters["decode_step_ms"] = 1e3 * decode_seconds / iterations;
+  state.counters["next_step_ms"] = 1e3 * next_seconds / iterations;
+  state.counters["blocks_copied"] = static_cast<double>(copied) / iterations;
+}
+BENCHMARK_CAPTURE(BM_StepBesideHostLoads, defer, true)
+    ->Arg(1000)
+    ->Iterations(6)  // each iteration prefills a pool's worth (untimed)
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime();
+BENCHMARK_CAPTURE(BM_StepBesideHostLoads, wait, false)
+    ->Arg(1000)
+    ->Iterations(6)  // each iteration prefills a pool's worth (untimed)
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime();
 
 // One L-token prompt prefilled in one step with every backend call timed. Counters: tokens/s
 // (whole step, timed), <op>_% (the op's share of the timed backend time), linear_GFLOP/s,

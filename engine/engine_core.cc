@@ -87,7 +87,8 @@ EngineCore::EngineCore(const EngineOptions& options, std::unique_ptr<ModelRunner
                           .max_num_batched_tokens = options.max_num_batched_tokens,
                           .max_prefill_tokens_per_step = options.max_prefill_tokens_per_step,
                           .step_time_target_ms = options.step_time_target_ms,
-                          .swap_preemption = options.preemption_mode == PreemptionMode::kSwap},
+                          .swap_preemption = options.preemption_mode == PreemptionMode::kSwap,
+                          .defer_host_loads = options.defer_host_loads},
           manager_.get(), observer)) {}
 
 namespace {
@@ -247,8 +248,10 @@ absl::Status EngineCore::Step() {
   }
   StepMetrics attention;  // counted before Update moves the sequences on
   if (observer_ != nullptr) scheduler_->CountAttention(plan, &attention);
+  bool waited_for_host_loads = false;
   if (!plan.empty()) {
     KVSERVE_ASSIGN_OR_RETURN(StepResult result, runner_->Execute(plan));
+    waited_for_host_loads = result.waited_for_host_loads;
     KVSERVE_ASSIGN_OR_RETURN(std::vector<SequenceToken> tokens, scheduler_->Update(plan, result));
     const absl::Time now = absl::Now();
     for (const SequenceToken& token : tokens) {
@@ -281,6 +284,7 @@ absl::Status EngineCore::Step() {
       for (const HostCopy& copy : plan.host_copies) {
         ++(copy.to_host ? metrics.num_host_stores : metrics.num_host_loads);
       }
+      metrics.waited_for_host_loads = waited_for_host_loads;
       metrics.num_running_requests = scheduler_->num_running_requests();
       metrics.num_waiting_requests = scheduler_->num_waiting_requests();
       observer_->OnStep(metrics);

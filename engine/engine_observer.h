@@ -26,10 +26,11 @@ struct StepMetrics {
   // sequences, the context length.
   int64_t num_prefill_attended_tokens = 0;
   int64_t num_decode_context_tokens = 0;
-  int32_t num_host_stores = 0;       // blocks copied device -> host tier before the forward
-  int32_t num_host_loads = 0;        // blocks copied host tier -> device before the forward
-  int32_t num_running_requests = 0;  // after the step
-  int32_t num_waiting_requests = 0;  // after the step
+  int32_t num_host_stores = 0;         // blocks copied device -> host tier before the forward
+  int32_t num_host_loads = 0;          // blocks copied host tier -> device beside the forward
+  bool waited_for_host_loads = false;  // the forward waited for some (StepResult's)
+  int32_t num_running_requests = 0;    // after the step
+  int32_t num_waiting_requests = 0;    // after the step
 };
 
 struct RequestMetrics {

@@ -34,6 +34,9 @@ struct EngineOptions {
   double step_time_target_ms = 0;
   // kSwap needs a host tier (host_kv_bytes > 0).
   PreemptionMode preemption_mode = PreemptionMode::kRecompute;
+  // A sequence with blocks to load from the host tier sits out the step that loads them, so the
+  // loads overlap the others' forward (SchedulerConfig::defer_host_loads).
+  bool defer_host_loads = true;
   int32_t max_waiting_requests = 256;  // Submit past this: RESOURCE_EXHAUSTED
   int32_t max_n = 16;         // choices per request; the engine uses min(max_n, max_num_seqs)
   int32_t max_logprobs = 20;  // SamplingOptions.logprobs upper bound (<= 20)

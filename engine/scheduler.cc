@@ -179,6 +179,10 @@ bool Scheduler::TryAdmit(Sequence* seq, absl::Time now) {
   seq->admit_order = next_admit_order_++;
   running_.push_back(seq);
   running_weight_ += Weight(*seq);
+  if (config_.defer_host_loads && !step_.empty() &&
+      (start->num_host_tokens > 0 || start->num_swapped_tokens > 0)) {
+    return true;  // its slots are reserved; it computes from the next step on
+  }
   step_.emplace_back(seq, start->num_new_tokens);
   budget_ -= start->num_new_tokens;
   return true;

@@ -17,7 +17,9 @@
 // the host tier) and it goes back to the front of the waiting queue with every token it has;
 // nothing new is admitted in that step. Its cached prefix (and a kept partial block) spares it
 // most of the recompute when it runs again. Sampling keyed by (seed, token index) makes the resumed
-// output the same as without preemption.
+// output the same as without preemption. A sequence admitted with blocks to load from the host
+// tier sits out the step that loads them when that step has other work (defer_host_loads): the
+// runner overlaps the loads with the others' forward, and nobody waits for them.
 //
 // The scheduler produces a StepPlan (step_plan.h) and applies the StepResult (Update); deciding
 // whether a choice finished is the caller's job (EngineCore), which then calls FinishSequence.
@@ -51,6 +53,10 @@ struct SchedulerConfig {
   int32_t max_prefill_tokens_per_step = 0;  // while some sequence decodes; 0: no cap
   double step_time_target_ms = 0;           // ditto, as an estimated step time; 0: off
   bool swap_preemption = false;             // KvCacheManager::PreemptSequence's `swap`
+  // A sequence admitted with blocks to load from the host tier (a host hit, a swapped block)
+  // computes from the next step on when this step has other work, so that the loads run beside
+  // this step's forward (runner/host_copies.h) instead of delaying every sequence in it.
+  bool defer_host_loads = true;
 };
 
 // A token the runner sampled, with the sequence it belongs to.

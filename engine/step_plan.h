@@ -12,7 +12,8 @@
 // Order of work in Execute: forget `released`, run `host_copies` in order (blocks between the
 // device pool and the host tier), copy `block_copies` (every layer, K and V), then one forward over
 // `sequences` in order (each computes its num_scheduled_tokens tokens after its computed ones),
-// then sample the sequences with `sample` set, in order.
+// then sample the sequences with `sample` set, in order. A runner may overlap loads from the host
+// with what follows them (runner/host_copies.h) as long as the result is that of this order.
 //
 // Thread-safety: plain values.
 #ifndef KVSERVE_ENGINE_STEP_PLAN_H_
@@ -109,6 +110,9 @@ struct SampledToken {
 
 struct StepResult {
   std::vector<SampledToken> sampled;  // one per plan sequence with sample set, in plan order
+  // The step's forward (or its copies) had to wait for a host-tier load issued in the same step
+  // (runner/host_copies.h): a load that did not overlap compute.
+  bool waited_for_host_loads = false;
 };
 
 }  // namespace kvserve

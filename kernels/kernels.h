@@ -322,6 +322,22 @@ class Backend {
   virtual void CopyFromHostAsync(void* dst, const void* src, size_t bytes) {
     CopyToDevice(dst, src, bytes);
   }
+  // Copies from AllocateHost memory that run beside the stream's kernels instead of in their
+  // order (a second CUDA stream, a copy thread on the CPU), so that they overlap the work issued
+  // after them: each batch starts after every call issued before it, and every call issued after
+  // JoinCopies() runs after every batch issued before it (on CUDA the stream waits on the device,
+  // the host does not). Until then nothing may read or write a batch's destinations or write its
+  // sources. Synchronize() waits for these too. The default runs them at once, in stream order.
+  struct CopyRegion {
+    void* dst = nullptr;        // backend memory
+    const void* src = nullptr;  // AllocateHost memory
+    size_t bytes = 0;
+  };
+  virtual void CopyFromHostBeside(const CopyRegion* regions, int count) {
+    for (int i = 0; i < count; ++i)
+      CopyFromHostAsync(regions[i].dst, regions[i].src, regions[i].bytes);
+  }
+  virtual void JoinCopies() {}
   virtual void Memset(void* dst, int value, size_t bytes) = 0;
   virtual MemoryInfo GetMemoryInfo() const = 0;
   // True when the kernels read host memory directly (the CPU): data already in host memory,

@@ -70,6 +70,9 @@ void TimedBackend::CopyToDevice(void* dst, const void* src, size_t bytes) {
 void TimedBackend::CopyFromHostAsync(void* dst, const void* src, size_t bytes) {
   Timed(TimedOp::kCopy, 0, [&] { inner_->CopyFromHostAsync(dst, src, bytes); });
 }
+void TimedBackend::JoinCopies() {
+  Timed(TimedOp::kCopy, 0, [&] { inner_->JoinCopies(); });
+}
 void TimedBackend::CopyToHost(void* dst, const void* src, size_t bytes) {
   Timed(TimedOp::kCopy, 0, [&] { inner_->CopyToHost(dst, src, bytes); });
 }

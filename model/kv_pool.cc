@@ -123,9 +123,11 @@ void HostKvPool::Store(int32_t block, int32_t host) {
 }
 
 void HostKvPool::Load(int32_t host, int32_t block) {
+  regions_.clear();
   ForEachPart(block, host, [&](char* device, char* host_part, int64_t bytes) {
-    device_->backend()->CopyFromHostAsync(device, host_part, bytes);
+    regions_.push_back({.dst = device, .src = host_part, .bytes = static_cast<size_t>(bytes)});
   });
+  device_->backend()->CopyFromHostBeside(regions_.data(), static_cast<int>(regions_.size()));
 }
 
 void HostKvPool::ReadHost(int32_t host, char* out) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "kernels/kernels.h"
@@ -92,14 +93,18 @@ class HostKvPool {
   int32_t num_blocks() const { return num_blocks_; }
   int64_t block_bytes() const { return block_bytes_; }
 
-  // Copies device block `block` into host block `host` (every layer, K and V): Store; and the
-  // other way: Load. REQUIRES: both ids in range (the device's null block excluded).
+  // Copies device block `block` into host block `host` (every layer, K and V), in stream order:
+  // Store. The other way, beside the stream (Backend::CopyFromHostBeside), so that it overlaps
+  // what is issued after it: Load; JoinLoads orders every later call after every Load so far.
+  // Until then nothing may touch a loading block or write its host block (runner/host_copies.h
+  // keeps that rule). REQUIRES: both ids in range (the device's null block excluded).
   void Store(int32_t block, int32_t host);
   void Load(int32_t host, int32_t block);
+  void JoinLoads() { device_->backend()->JoinCopies(); }
 
   // KV block transfer: one block's bytes (block_bytes(), KvPool::ReadBlock's layout) read from
   // host block `host` into `out`, or written into it from `in`. Synchronous: they wait for the
-  // stream's pending copies first. REQUIRES: host in range, `out` / `in` hold block_bytes().
+  // stream's pending copies (Loads included) first. REQUIRES: host in range, `out` / `in` hold block_bytes().
   void ReadHost(int32_t host, char* out);
   void WriteHost(int32_t host, const char* in);
 
@@ -114,6 +119,7 @@ class HostKvPool {
   int32_t num_blocks_;
   int64_t block_bytes_;  // all layers, K and V
   char* memory_;         // [num_blocks, block_bytes]
+  std::vector<kernels::Backend::CopyRegion> regions_;  // scratch of Load
 };
 
 }  // namespace kvserve

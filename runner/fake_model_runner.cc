@@ -87,22 +87,16 @@ absl::StatusOr<StepResult> FakeModelRunner::Execute(const StepPlan& plan) {
   }
   const int32_t block_size = config_.block_size;
   KVSERVE_RETURN_IF_ERROR(CheckHostCopies(plan, config_.num_blocks, config_.num_host_blocks));
-  for (const HostCopy& copy : plan.host_copies) {
-    SlotContent* device = &kv_[static_cast<size_t>(copy.device) * block_size];
-    SlotContent* host = &host_kv_[static_cast<size_t>(copy.host) * block_size];
-    if (copy.to_host) {
-      std::copy(device, device + block_size, host);
-    } else {
-      std::copy(host, host + block_size, device);
-    }
-  }
+  host_copies_.Issue(plan);
   for (const BlockCopy& copy : plan.block_copies) {
     for (int32_t i = 0; i < block_size; ++i) {
       kv_[static_cast<size_t>(copy.dst) * block_size + i] =
           kv_[static_cast<size_t>(copy.src) * block_size + i];
     }
   }
-  // "Forward": write every scheduled token's K/V, then read each sampled context back.
+  // "Forward": write every scheduled token's K/V, then read each sampled context back; the loads
+  // land only after that, unless the forward had to wait for them.
+  host_copies_.BeforeForward(work);
   for (const RunnerWork& item : work) {
     for (int32_t i = 0; i < item.num_tokens; ++i) {
       const int32_t position = item.first_position + i;
@@ -111,6 +105,7 @@ absl::StatusOr<StepResult> FakeModelRunner::Execute(const StepPlan& plan) {
     num_computed_tokens_ += item.num_tokens;
   }
   StepResult result;
+  result.waited_for_host_loads = host_copies_.waited();
   for (const RunnerWork& item : work) {
     if (!item.entry->sample) continue;
     const RunnerSequence& seq = *item.sequence;
@@ -137,9 +132,22 @@ absl::StatusOr<StepResult> FakeModelRunner::Execute(const StepPlan& plan) {
       out.top.assign(sample.top.begin(), sample.top.begin() + sample.num_top);
     }
   }
+  host_copies_.Join();
   sequences_->Commit(work);
   ++num_executed_steps_;
   return result;
+}
+
+void FakeModelRunner::CopyBlock(const SlotContent* from, SlotContent* to) const {
+  std::copy(from, from + config_.block_size, to);
+}
+
+void FakeModelRunner::RunPendingLoads() {
+  for (const HostCopy& load : pending_loads_) {
+    CopyBlock(&host_kv_[static_cast<size_t>(load.host) * config_.block_size],
+              &kv_[static_cast<size_t>(load.device) * config_.block_size]);
+  }
+  pending_loads_.clear();
 }
 
 std::string FakeModelRunner::KvTransferFormat() const {

@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "engine/model_runner.h"
 #include "kernels/sampling.h"
+#include "runner/host_copies.h"
 #include "runner/runner_sequences.h"
 
 namespace kvserve {
@@ -96,11 +97,27 @@ class FakeModelRunner final : public ModelRunner {
   };
 
   int64_t Slot(const RunnerSequence& seq, int32_t position) const;
+  // The host tier's copies. A load lands at the join, the latest moment HostCopies allows: a
+  // forward that reads a block before its load was joined reads what the block held before.
+  void CopyBlock(const SlotContent* from, SlotContent* to) const;
+  void RunPendingLoads();
 
   FakeModelOptions options_;
   RunnerConfig config_;
-  std::vector<SlotContent> kv_;       // [num_blocks * block_size]
-  std::vector<SlotContent> host_kv_;  // [num_host_blocks * block_size]: the host tier
+  std::vector<SlotContent> kv_;          // [num_blocks * block_size]
+  std::vector<SlotContent> host_kv_;     // [num_host_blocks * block_size]: the host tier
+  std::vector<HostCopy> pending_loads_;  // issued, not joined
+  HostCopies host_copies_{HostCopies::Ops{
+      .store =
+          [this](BlockId device, HostBlockId host) {
+            CopyBlock(&kv_[static_cast<size_t>(device) * config_.block_size],
+                      &host_kv_[static_cast<size_t>(host) * config_.block_size]);
+          },
+      .load =
+          [this](HostBlockId host, BlockId device) {
+            pending_loads_.push_back({.to_host = false, .device = device, .host = host});
+          },
+      .join = [this] { RunPendingLoads(); }}};
   std::unique_ptr<RunnerSequences> sequences_;
   kernels::Sampler sampler_;
   std::vector<float> logits_;     // [vocab]

@@ -145,6 +145,11 @@ absl::Status LlamaModelRunner::Initialize(const RunnerConfig& config) {
         HostKvPool::Create(kv_pool_.get(), config.num_host_blocks);
     if (!host.ok()) return host.status();
     host_kv_ = *std::move(host);
+    HostKvPool* tier = host_kv_.get();
+    host_copies_.emplace(HostCopies::Ops{
+        .store = [tier](BlockId device, HostBlockId host) { tier->Store(device, host); },
+        .load = [tier](HostBlockId host, BlockId device) { tier->Load(host, device); },
+        .join = [tier] { tier->JoinLoads(); }});
   }
   const int32_t max_blocks_per_seq =
       (config.max_context_len + config.block_size - 1) / config.block_size;
@@ -169,15 +174,16 @@ absl::StatusOr<StepResult> LlamaModelRunner::Execute(const StepPlan& plan) {
   KVSERVE_RETURN_IF_ERROR(CheckHostCopies(plan, kv_pool_->num_blocks(),
                                           host_kv_ == nullptr ? 0 : host_kv_->num_blocks()));
   KVSERVE_ASSIGN_OR_RETURN(std::vector<RunnerWork> work, sequences_->Apply(plan));
-  for (const HostCopy& copy : plan.host_copies) {
-    if (copy.to_host) {
-      host_kv_->Store(copy.device, copy.host);
-    } else {
-      host_kv_->Load(copy.host, copy.device);
-    }
-  }
+  if (host_copies_.has_value()) host_copies_->Issue(plan);
   for (const BlockCopy& copy : plan.block_copies) kv_pool_->CopyBlock(copy.src, copy.dst);
-  if (work.empty()) return StepResult{};
+  if (work.empty()) {
+    StepResult result;
+    if (host_copies_.has_value()) {
+      host_copies_->Join();
+      result.waited_for_host_loads = host_copies_->waited();
+    }
+    return result;
+  }
 
   batch_->Clear();
   for (const RunnerWork& item : work) {
@@ -188,9 +194,17 @@ absl::StatusOr<StepResult> LlamaModelRunner::Execute(const StepPlan& plan) {
         item.entry->sample ? LogitsFor::kLast : LogitsFor::kNone);
     if (!status.ok()) return status;
   }
+  if (host_copies_.has_value()) host_copies_->BeforeForward(work);
   KVSERVE_RETURN_IF_ERROR(model_->ForwardOnDevice(batch_->View(), *kv_pool_));
+  bool waited_for_host_loads = false;
+  if (host_copies_.has_value()) {
+    host_copies_->Join();  // the loads ran beside the forward
+    waited_for_host_loads = host_copies_->waited();
+  }
   sequences_->Commit(work);
-  return Sample(work);
+  KVSERVE_ASSIGN_OR_RETURN(StepResult result, Sample(work));
+  result.waited_for_host_loads = waited_for_host_loads;
+  return result;
 }
 
 absl::StatusOr<StepResult> LlamaModelRunner::Sample(const std::vector<RunnerWork>& work) {

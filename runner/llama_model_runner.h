@@ -35,6 +35,7 @@
 #include "model/forward_batch.h"
 #include "model/kv_pool.h"
 #include "model/llama_model.h"
+#include "runner/host_copies.h"
 #include "runner/runner_sequences.h"
 
 namespace kvserve {
@@ -96,7 +97,8 @@ class LlamaModelRunner final : public ModelRunner {
   LlamaRunnerOptions options_;
   std::unique_ptr<LlamaModel> model_;
   std::unique_ptr<KvPool> kv_pool_;
-  std::unique_ptr<HostKvPool> host_kv_;  // null without a host tier
+  std::unique_ptr<HostKvPool> host_kv_;    // null without a host tier
+  std::optional<HostCopies> host_copies_;  // with a host tier: runs its copies
   std::optional<ForwardBatchBuilder> batch_;
   std::unique_ptr<RunnerSequences> sequences_;
   kernels::Sampler sampler_;

@@ -91,6 +91,9 @@ ABSL_FLAG(double, drain_timeout_s, 30.0, "On SIGTERM, seconds in-flight requests
 ABSL_FLAG(std::string, preemption_mode, "recompute",
           "What a preempted request keeps: recompute (its cached full blocks) or swap (also its "
           "partial last block, in the host tier; needs --host_kv_bytes)");
+ABSL_FLAG(bool, defer_host_loads, true,
+          "A request whose KV blocks load from the host tier sits out that step, so the loads "
+          "overlap the other requests' forward instead of delaying it");
 ABSL_FLAG(double, drain_kv_handoff_s, 2.0,
           "After the drain's grace period, seconds the worker keeps serving the KV blocks of the "
           "requests it ended, so their new workers fetch rather than recompute them (0: none)");
@@ -186,6 +189,7 @@ absl::StatusOr<Flags> ReadFlags() {
   options.drain_timeout_s = absl::GetFlag(FLAGS_drain_timeout_s);
   options.drain_kv_handoff_s = absl::GetFlag(FLAGS_drain_kv_handoff_s);
   options.preemption_mode = absl::GetFlag(FLAGS_preemption_mode);
+  options.defer_host_loads = absl::GetFlag(FLAGS_defer_host_loads);
   options.kv_fetch_timeout_s = absl::GetFlag(FLAGS_kv_fetch_timeout_s);
   options.structured_output_timeout_s = absl::GetFlag(FLAGS_structured_output_timeout_s);
   options.worker_id = absl::GetFlag(FLAGS_worker_id);

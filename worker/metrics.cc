@@ -71,6 +71,10 @@ WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry
           .Register(r);
   kv_host_stores_ = &host_copies.Add({{"direction", "to_host"}});
   kv_host_loads_ = &host_copies.Add({{"direction", "to_device"}});
+  kv_host_load_waits_ =
+      AddCounter(r, "kvserve_kv_host_load_waits_total",
+                 "Steps whose forward waited for host-tier loads issued in that step (loads that "
+                 "did not overlap compute: --defer_host_loads=false, or nothing else to run).");
   prometheus::Family<prometheus::Counter>& transfer_blocks =
       prometheus::BuildCounter()
           .Name("kvserve_kv_transfer_blocks_total")
@@ -201,6 +205,7 @@ void WorkerMetrics::OnStep(const StepMetrics& step) {
   steps_->Increment();
   kv_host_stores_->Increment(step.num_host_stores);
   kv_host_loads_->Increment(step.num_host_loads);
+  if (step.waited_for_host_loads) kv_host_load_waits_->Increment();
   step_duration_->Observe(Seconds(step.duration));
   step_tokens_->Observe(step.num_scheduled_tokens);
   step_sequences_->Observe(step.num_seqs);

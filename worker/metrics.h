@@ -114,6 +114,7 @@ class WorkerMetrics : public EngineObserver, public prometheus::Collectable {
   prometheus::Counter* prefix_cache_host_hit_tokens_;
   prometheus::Counter* kv_host_stores_;
   prometheus::Counter* kv_host_loads_;
+  prometheus::Counter* kv_host_load_waits_;
   prometheus::Counter* preemptions_;
   prometheus::Counter* kv_transfer_blocks_sent_;
   prometheus::Counter* kv_transfer_blocks_received_;

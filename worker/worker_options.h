@@ -33,6 +33,9 @@ struct WorkerOptions {
   // --preemption_mode: "recompute", or "swap" (a preempted request's partial last block is kept
   // in the host tier too; needs --host_kv_bytes).
   std::string preemption_mode = "recompute";
+  // --defer_host_loads: a request whose blocks load from the host tier sits out that step, so
+  // the loads overlap the others' forward (EngineOptions::defer_host_loads).
+  bool defer_host_loads = true;
   int32_t max_num_seqs = 64;                      // --max_num_seqs: running sequences per step
   int32_t max_num_batched_tokens = 512;           // --max_num_batched_tokens: token budget per step
   int32_t max_prefill_tokens_per_step = 0;        // --max_prefill_tokens_per_step: 0 = no cap

@@ -61,6 +61,7 @@ EngineOptions ToEngineOptions(const WorkerOptions& options) {
   engine.host_kv_bytes = options.host_kv_bytes;
   engine.preemption_mode =
       options.preemption_mode == "swap" ? PreemptionMode::kSwap : PreemptionMode::kRecompute;
+  engine.defer_host_loads = options.defer_host_loads;
   engine.max_num_seqs = options.max_num_seqs;
   engine.max_num_batched_tokens = options.max_num_batched_tokens;
   engine.max_prefill_tokens_per_step = options.max_prefill_tokens_per_step;

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "kernels/cpu/copy_thread.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/kernels.h"
 
@@ -73,6 +74,11 @@ class CpuBackend : public Backend {
   void CopyToDevice(void* dst, const void* src, size_t bytes) override;
   void CopyToHost(void* dst, const void* src, size_t bytes) override;
   void CopyOnDevice(void* dst, const void* src, size_t bytes) override;
+  // On the copy thread (copy_thread.h): the calling thread computes meanwhile.
+  void CopyFromHostBeside(const CopyRegion* regions, int count) override {
+    copies_.Queue(regions, count);
+  }
+  void JoinCopies() override { copies_.Join(); }
   void Memset(void* dst, int value, size_t bytes) override;
   MemoryInfo GetMemoryInfo() const override;
   bool host_memory() const override { return true; }
@@ -100,10 +106,15 @@ class CpuBackend : public Backend {
   void SiluAndMul(const SiluAndMulParams& p) override;
   void GatherRows(const GatherRowsParams& p) override { cpu::GatherRows(p); }
   void Argmax(const ArgmaxParams& p) override { cpu::Argmax(p); }
-  bool Synchronize() override { return true; }
+  // Compute runs on the calling thread: only the copy thread can still be busy.
+  bool Synchronize() override {
+    copies_.Join();
+    return true;
+  }
 
  private:
   ThreadPool pool_;
+  CopyThread copies_;
   bool pack_weights_;
   // Rope's table for the positions and inverse frequencies it last saw (all the angles depend
   // on). Every layer of a step rotates at the same positions, so a step computes the table once,

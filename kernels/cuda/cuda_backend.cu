@@ -72,6 +72,12 @@ CudaBackend::~CudaBackend() {
   cudaFree(cublas_workspace_);
   cudaFree(linear_scratch_);
   cudaStreamDestroy(capture_stream_);
+  if (copy_stream_ != nullptr) {
+    cudaStreamSynchronize(copy_stream_);
+    cudaEventDestroy(before_copies_);
+    cudaEventDestroy(after_copies_);
+    cudaStreamDestroy(copy_stream_);
+  }
 }
 
 void CudaBackend::Check(cudaError_t status, const char* what) {
@@ -142,6 +148,33 @@ void CudaBackend::CopyFromHostAsync(void* dst, const void* src, size_t bytes) {
   Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "CopyFromHostAsync");
 }
 
+void CudaBackend::CopyFromHostBeside(const CopyRegion* regions, int count) {
+  if (count <= 0) return;
+  if (copy_stream_ == nullptr) {
+    Check(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "copy stream");
+    Check(cudaEventCreateWithFlags(&before_copies_, cudaEventDisableTiming), "copy event");
+    Check(cudaEventCreateWithFlags(&after_copies_, cudaEventDisableTiming), "copy event");
+    if (!first_error_.empty()) return;
+  }
+  // After everything issued on stream_ so far (a store may still be reading a destination, or
+  // writing a source).
+  Check(cudaEventRecord(before_copies_, stream_), "CopyFromHostBeside");
+  Check(cudaStreamWaitEvent(copy_stream_, before_copies_, 0), "CopyFromHostBeside");
+  for (int i = 0; i < count; ++i) {
+    Check(cudaMemcpyAsync(regions[i].dst, regions[i].src, regions[i].bytes, cudaMemcpyHostToDevice,
+                          copy_stream_),
+          "CopyFromHostBeside");
+  }
+  copies_pending_ = true;
+}
+
+void CudaBackend::JoinCopies() {
+  if (!copies_pending_) return;
+  Check(cudaEventRecord(after_copies_, copy_stream_), "JoinCopies");
+  Check(cudaStreamWaitEvent(stream_, after_copies_, 0), "JoinCopies");
+  copies_pending_ = false;
+}
+
 void CudaBackend::CopyToHost(void* dst, const void* src, size_t bytes) {
   Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "CopyToHost");
 }
@@ -166,6 +199,7 @@ MemoryInfo CudaBackend::GetMemoryInfo() const {
 }
 
 bool CudaBackend::Synchronize() {
+  JoinCopies();
   Check(cudaStreamSynchronize(stream_), "Synchronize");
   if (first_error_.empty()) return true;
   std::fprintf(stderr, "kvserve CUDA backend error: %s\n", first_error_.c_str());

@@ -74,6 +74,11 @@ class CudaBackend final : public Backend {
   void CopyToDevice(void* dst, const void* src, size_t bytes) override;
   void CopyToHost(void* dst, const void* src, size_t bytes) override;
   void CopyOnDevice(void* dst, const void* src, size_t bytes) override;
+  // On a second, non-blocking stream (created with the first batch): each batch waits on the
+  // device for an event recorded on stream() before it, and JoinCopies makes stream() wait for
+  // one recorded after the last batch; the host never blocks.
+  void CopyFromHostBeside(const CopyRegion* regions, int count) override;
+  void JoinCopies() override;
   void Memset(void* dst, int value, size_t bytes) override;
   MemoryInfo GetMemoryInfo() const override;
 
@@ -136,7 +141,11 @@ class CudaBackend final : public Backend {
   cublasContext* cublas_;        // owned
   void* cublas_workspace_;       // owned, kCublasWorkspaceBytes
   int num_sms_;
-  void* linear_scratch_ = nullptr;  // owned, linear_scratch_bytes_
+  void* linear_scratch_ = nullptr;       // owned, linear_scratch_bytes_
+  cudaStream_t copy_stream_ = nullptr;   // owned; CopyFromHostBeside's
+  cudaEvent_t before_copies_ = nullptr;  // owned; recorded on stream_ before each batch
+  cudaEvent_t after_copies_ = nullptr;   // owned; recorded on copy_stream_ by JoinCopies
+  bool copies_pending_ = false;          // a batch was issued since the last JoinCopies
   size_t linear_scratch_bytes_ = 0;
   std::string first_error_;
 };

@@ -466,6 +466,92 @@ TEST(SchedulerTest, HostTierServesEvictedPrefixesWithTheSameOutputs) {
   EXPECT_GT(with_stats.num_preemptions, 0) << "the scenario must preempt, as it claims";
 }
 
+// Records whether each step's forward waited for host-tier loads.
+class LoadWaitObserver : public EngineObserver {
+ public:
+  void OnStep(const StepMetrics& step) override { waits_ += step.waited_for_host_loads; }
+  int waits() const { return waits_; }
+
+ private:
+  int waits_ = 0;
+};
+
+// A prompt whose prefix was evicted to the host tier arrives while another request decodes: its
+// blocks load beside that step's forward and it computes from the next step on, so no step
+// waits for the copies (the fake runner lands a load only at the join, so a forward that read
+// the blocks early would fail its context check); without deferral the same step loads and
+// computes it, and waits. The tokens are the same either way.
+TEST(SchedulerTest, HostLoadsRunBesideTheStepAndTheirSequenceComputesInTheNext) {
+  std::mt19937 rng(31);
+  const std::vector<int32_t> shared = RandomPrompt(rng, 64);  // 8 full blocks
+  std::vector<int32_t> resumed = shared;
+  for (int32_t t : RandomPrompt(rng, 5)) resumed.push_back(t);
+  std::vector<std::vector<int32_t>> fillers;
+  for (int i = 0; i < 3; ++i) fillers.push_back(RandomPrompt(rng, 80));
+  const std::vector<int32_t> decoder = RandomPrompt(rng, 6);
+
+  struct Outcome {
+    std::vector<int32_t> tokens;
+    int waits = 0;
+    bool deferred = false;  // the plan that loaded `resumed` did not compute it
+  };
+  auto run = [&](bool defer) {
+    EngineOptions options;
+    options.block_size = 8;
+    options.num_kv_blocks = 24;
+    options.max_num_seqs = 4;
+    options.max_num_batched_tokens = 64;
+    options.host_kv_bytes = 64 * FakeModelOptions{}.kv_bytes_per_token * options.block_size;
+    options.defer_host_loads = defer;
+    LoadWaitObserver observer;
+    auto core =
+        EngineCore::Create(options, std::make_unique<FakeModelRunner>(), nullptr, &observer);
+    KVSERVE_EXPECT_OK(core);
+    Outcome outcome;
+    RunCore(**core);
+    SubmitToCore(**core, MakeRequest("first", shared, 1));
+    RunCore(**core);
+    for (size_t i = 0; i < fillers.size(); ++i) {  // evict `shared` to the host tier
+      SubmitToCore(**core, MakeRequest("filler" + std::to_string(i), fillers[i], 1));
+      RunCore(**core);
+    }
+    const int waits_before = observer.waits();
+    auto decoding = SubmitToCore(**core, MakeRequest("decoder", decoder, 12));
+    for (int i = 0; i < 2; ++i) KVSERVE_EXPECT_OK((*core)->Step());
+    auto stream = SubmitToCore(**core, MakeRequest("resumed", resumed, 6, 0.7f, 5));
+    bool loaded = false;
+    RunCore(**core, [&](const StepPlan& plan) {
+      const bool loads = std::any_of(plan.host_copies.begin(), plan.host_copies.end(),
+                                     [](const HostCopy& copy) { return !copy.to_host; });
+      const bool computes = std::any_of(
+          plan.sequences.begin(), plan.sequences.end(),
+          [&](const ScheduledSequence& seq) { return seq.is_new && seq.token_ids == resumed; });
+      if (loads) {
+        EXPECT_FALSE(loaded) << "one step loads the prefix";
+        loaded = true;
+        outcome.deferred = !computes;
+      }
+    });
+    EXPECT_TRUE(loaded) << "the prefix must come back from the host tier";
+    RequestResult result;
+    result.Drain(*stream);
+    KVSERVE_EXPECT_OK(result.status);
+    outcome.tokens = result.choices[0].tokens;
+    outcome.waits = observer.waits() - waits_before;
+    EXPECT_GT((*core)->manager().Stats().prefix_host_hit_tokens, 0);
+    ExpectAllBlocksFree(**core);
+    return outcome;
+  };
+  const Outcome deferred = run(true);
+  const Outcome eager = run(false);
+  EXPECT_TRUE(deferred.deferred);
+  EXPECT_EQ(deferred.waits, 0);
+  EXPECT_FALSE(eager.deferred);
+  EXPECT_EQ(eager.waits, 1);
+  EXPECT_EQ(deferred.tokens, eager.tokens);
+  EXPECT_EQ(deferred.tokens.size(), 6u);
+}
+
 TEST(SchedulerTest, ParallelSamplingForksThePromptBlocks) {
   std::mt19937 rng(5);
   EngineOptions options;

@@ -1,6 +1,7 @@
 // The CPU kernels other than attention, each against a naive loop on random inputs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <iterator>
@@ -343,6 +344,37 @@ TEST(ThreadPoolTest, LateWorkersNeverRunAnItemTwiceOrOfTheWrongLoop) {
   std::vector<std::atomic<uint8_t>> seen(many);
   pool.ParallelFor(many, [&](int64_t i, int /*thread_index*/) { seen[i].fetch_add(1); });
   for (int64_t i = 0; i < many; ++i) ASSERT_EQ(seen[i].load(), 1) << "item " << i;
+}
+
+// Copies beside the compute (the copy thread): every region lands, in queue order (a later copy to
+// the same bytes wins), by JoinCopies and by Synchronize; the caller computes meanwhile.
+TEST(CpuBackendTest, CopiesBesideTheComputeLandInOrderByTheJoin) {
+  cpu::CpuBackend backend(2);
+  constexpr size_t kBytes = 1 << 16;
+  constexpr int kRegions = 64;
+  std::vector<std::vector<uint8_t>> sources(kRegions, std::vector<uint8_t>(kBytes));
+  for (int r = 0; r < kRegions; ++r) std::fill(sources[r].begin(), sources[r].end(), r + 1);
+  std::vector<uint8_t> device(kBytes * (kRegions / 2));
+  for (int round = 0; round < 50; ++round) {
+    std::vector<Backend::CopyRegion> regions;
+    for (int r = 0; r < kRegions; ++r) {  // region r and r + 32 write the same bytes
+      regions.push_back({.dst = device.data() + (r % (kRegions / 2)) * kBytes,
+                         .src = sources[r].data(),
+                         .bytes = kBytes});
+    }
+    backend.CopyFromHostBeside(regions.data(), kRegions / 2);
+    backend.CopyFromHostBeside(regions.data() + kRegions / 2, kRegions / 2);
+    if (round % 2 == 0) {
+      backend.JoinCopies();
+    } else {
+      ASSERT_TRUE(backend.Synchronize());
+    }
+    for (int r = 0; r < kRegions / 2; ++r) {
+      ASSERT_EQ(device[r * kBytes], r + kRegions / 2 + 1) << "round " << round;
+      ASSERT_EQ(device[(r + 1) * kBytes - 1], r + kRegions / 2 + 1) << "round " << round;
+    }
+    std::fill(device.begin(), device.end(), 0);
+  }
 }
 
 }  // namespace

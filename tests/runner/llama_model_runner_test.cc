@@ -5,6 +5,7 @@
 #include "runner/llama_model_runner.h"
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <random>
@@ -14,6 +15,7 @@
 #include "engine/engine_core.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/timed_backend.h"
 #include "model/weights_loader.h"
 #include "tests/engine/engine_test_util.h"
 #include "tests/status_matchers.h"
@@ -229,6 +231,108 @@ TEST(LlamaModelRunnerTest, APrefixBroughtBackFromTheHostTierGivesBitIdenticalLog
   for (size_t i = 0; i < restored.size(); ++i) {
     EXPECT_EQ(restored[i], kept[i]) << "logprob " << i << " differs in its bits";
   }
+}
+
+// A CPU backend whose beside-the-stream copies land only when joined (or synchronised): the
+// latest moment Backend allows, so a read of a loading block that the runner did not order
+// after its load reads what the block held before, every time.
+class JoinLandsCopiesBackend : public kernels::TimedBackend {
+ public:
+  JoinLandsCopiesBackend() : TimedBackend(std::make_shared<kernels::cpu::CpuBackend>(1)) {}
+  void CopyFromHostBeside(const CopyRegion* regions, int count) override {
+    pending_.insert(pending_.end(), regions, regions + count);
+  }
+  void JoinCopies() override {
+    for (const CopyRegion& region : pending_) std::memcpy(region.dst, region.src, region.bytes);
+    pending_.clear();
+  }
+  bool Synchronize() override {
+    JoinCopies();
+    return TimedBackend::Synchronize();
+  }
+
+ private:
+  std::vector<CopyRegion> pending_;
+};
+
+// Host-tier loads run beside the step; the runner orders every read of a loading block, and
+// every write of its host entry, after the load.
+TEST(LlamaModelRunnerTest, HostLoadsOverlapTheStepButNothingReadsThemEarly) {
+  absl::StatusOr<ModelWeights> loaded = LoadWeights("synthetic:tiny:seed=3");
+  KVSERVE_ASSERT_OK(loaded);
+  auto weights = DeviceWeights::Upload(*loaded, std::make_shared<JoinLandsCopiesBackend>(),
+                                       kernels::DType::kF32);
+  KVSERVE_ASSERT_OK(weights);
+  auto created =
+      LlamaModelRunner::Create(std::shared_ptr<const DeviceWeights>(*std::move(weights)), {});
+  KVSERVE_ASSERT_OK(created);
+  std::unique_ptr<LlamaModelRunner> runner = *std::move(created);
+  KVSERVE_ASSERT_OK(runner->Initialize({.block_size = 8,
+                                        .num_blocks = 12,
+                                        .num_host_blocks = 4,
+                                        .max_num_batched_tokens = 64,
+                                        .max_num_seqs = 4,
+                                        .max_context_len = 64}));
+  std::vector<TokenId> tokens(17);
+  for (int i = 0; i < 17; ++i) tokens[i] = (i * 53 + 7) % 256;
+  std::vector<TokenId> other(17);
+  for (int i = 0; i < 17; ++i) other[i] = (i * 29 + 101) % 256;
+  auto block_bytes = [&](BlockId block) {
+    std::string bytes;
+    KVSERVE_EXPECT_OK(runner->ReadKvBlock(block, kNoHostBlock, &bytes));
+    return bytes;
+  };
+
+  // Sequence 1 computes `tokens` in blocks 1-3 and sequence 2 `other` in 4-6; blocks 1 and 2
+  // go to host entries 0 and 1.
+  StepPlan prefill;
+  prefill.sequences.push_back(NewSequence(1, tokens, {1, 2, 3}, 0));
+  prefill.sequences.push_back(NewSequence(2, other, {4, 5, 6}, 0));
+  auto first = runner->Execute(prefill);
+  KVSERVE_ASSERT_OK(first);
+  StepPlan store;
+  store.released = {1, 2};
+  store.host_copies = {{.to_host = true, .device = 1, .host = 0},
+                       {.to_host = true, .device = 2, .host = 1}};
+  KVSERVE_ASSERT_OK(runner->Execute(store));
+  const std::string block1 = block_bytes(1), block4 = block_bytes(4);
+
+  // Loaded and read in one step: the forward waits, and sees what sequence 1 saw.
+  StepPlan eager;
+  eager.host_copies = {{.to_host = false, .device = 7, .host = 0},
+                       {.to_host = false, .device = 8, .host = 1}};
+  eager.sequences.push_back(NewSequence(3, tokens, {7, 8, 9}, 16));
+  auto resumed = runner->Execute(eager);
+  KVSERVE_ASSERT_OK(resumed);
+  EXPECT_TRUE(resumed->waited_for_host_loads);
+  EXPECT_EQ(resumed->sampled[0].token, first->sampled[0].token);
+  EXPECT_NEAR(resumed->sampled[0].logprob, first->sampled[0].logprob, 1e-4);
+
+  // Loaded while sequence 3 decodes, and read in the next step: nobody waits.
+  StepPlan beside;
+  beside.host_copies = {{.to_host = false, .device = 10, .host = 0}};
+  ScheduledSequence decode;
+  decode.id = 3;
+  decode.token_ids = {resumed->sampled[0].token};
+  decode.num_scheduled_tokens = 1;
+  decode.sample = true;
+  beside.sequences.push_back(decode);
+  auto decoded = runner->Execute(beside);
+  KVSERVE_ASSERT_OK(decoded);
+  EXPECT_FALSE(decoded->waited_for_host_loads);
+  EXPECT_TRUE(block_bytes(10) == block1) << "block 10 is not host entry 0's block";
+
+  // A store into the entry a load reads, in the same plan: the load still gets the old bytes.
+  StepPlan reused;
+  reused.host_copies = {{.to_host = false, .device = 11, .host = 0},
+                        {.to_host = true, .device = 4, .host = 0}};
+  auto swapped = runner->Execute(reused);
+  KVSERVE_ASSERT_OK(swapped);
+  EXPECT_TRUE(swapped->waited_for_host_loads);
+  EXPECT_TRUE(block_bytes(11) == block1) << "the load read the entry after the store";
+  std::string entry;
+  KVSERVE_ASSERT_OK(runner->ReadKvBlock(kNullBlock, 0, &entry));
+  EXPECT_TRUE(entry == block4) << "host entry 0 does not hold block 4";
 }
 
 // KV block transfer: blocks exported from one engine and imported into another's host tier give
