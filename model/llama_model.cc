@@ -467,14 +467,14 @@ absl::StatusOr<absl::Span<const int32_t>> LlamaModel::GreedyTokens() {
   return absl::Span<const int32_t>(host_greedy_.data(), R);
 }
 
-absl::StatusOr<absl::Span<const float>> LlamaModel::LogitRows(absl::Span<const int32_t> rows) {
+absl::StatusOr<absl::Span<float>> LlamaModel::LogitRows(absl::Span<const int32_t> rows) {
   const size_t vocab = static_cast<size_t>(config().vocab_size);
   for (size_t i = 0; i < rows.size(); ++i) {
     backend_->CopyToHost(host_logits_.data() + i * vocab, state_.logits + rows[i] * vocab,
                          vocab * sizeof(float));
   }
   if (!backend_->Synchronize()) return absl::InternalError("the backend reported an error");
-  return absl::Span<const float>(host_logits_.data(), rows.size() * vocab);
+  return absl::Span<float>(host_logits_.data(), rows.size() * vocab);
 }
 
 absl::StatusOr<absl::Span<const float>> LlamaModel::Forward(const ForwardBatch& b, KvPool& kv) {

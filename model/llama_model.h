@@ -93,8 +93,9 @@ class LlamaModel {
   // copied to the host; valid until the next step. INTERNAL when the backend failed.
   absl::StatusOr<absl::Span<const int32_t>> GreedyTokens();
   // After ForwardOnDevice: the logits of the logit rows `rows` (indices into [0, R)), copied to
-  // the host as [rows.size(), vocab]; valid until the next call. INTERNAL when the backend failed.
-  absl::StatusOr<absl::Span<const float>> LogitRows(absl::Span<const int32_t> rows);
+  // the host as [rows.size(), vocab]; valid until the next call, and the caller's to change (a
+  // structured-output mask is applied in place). INTERNAL when the backend failed.
+  absl::StatusOr<absl::Span<float>> LogitRows(absl::Span<const int32_t> rows);
 
   // ForwardOnDevice, then every logit row on the host: [R, vocab], row-major, valid until the
   // next step.

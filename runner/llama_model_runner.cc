@@ -195,7 +195,11 @@ absl::StatusOr<StepResult> LlamaModelRunner::Execute(const StepPlan& plan) {
     if (!status.ok()) return status;
   }
   if (host_copies_.has_value()) host_copies_->BeforeForward(work);
-  KVSERVE_RETURN_IF_ERROR(model_->ForwardOnDevice(batch_->View(), *kv_pool_));
+  StartMasks(work);
+  const absl::Status forward = model_->ForwardOnDevice(batch_->View(), *kv_pool_);
+  mask_task_.Wait();  // the masks were filled beside the forward
+  KVSERVE_RETURN_IF_ERROR(forward);
+  KVSERVE_RETURN_IF_ERROR(mask_status_);
   bool waited_for_host_loads = false;
   if (host_copies_.has_value()) {
     host_copies_->Join();  // the loads ran beside the forward
@@ -205,6 +209,30 @@ absl::StatusOr<StepResult> LlamaModelRunner::Execute(const StepPlan& plan) {
   KVSERVE_ASSIGN_OR_RETURN(StepResult result, Sample(work));
   result.waited_for_host_loads = waited_for_host_loads;
   return result;
+}
+
+void LlamaModelRunner::StartMasks(const std::vector<RunnerWork>& work) {
+  masked_.clear();
+  mask_status_ = absl::OkStatus();
+  if (weights_->shard().rank != 0) return;  // a follower: the leader samples
+  for (const RunnerWork& item : work) {
+    if (item.entry->sample && item.sequence->sampling.constraint != nullptr) {
+      masked_.push_back(item.sequence);
+    }
+  }
+  if (masked_.empty()) return;
+  const int32_t words = Matcher::MaskWords(vocab_size());
+  masks_.resize(masked_.size() * static_cast<size_t>(words));
+  // The matchers stand where the last step's tokens left them, so this step's masks are known
+  // before its logits; nothing else touches these sequences until Wait.
+  mask_task_.Start([this, words] {
+    for (size_t i = 0; i < masked_.size() && mask_status_.ok(); ++i) {
+      mask_status_ = PrepareMatcher(*masked_[i]);
+      if (mask_status_.ok()) {
+        mask_status_ = masked_[i]->matcher->FillNextTokenBitmask(masks_.data() + i * words);
+      }
+    }
+  });
 }
 
 absl::StatusOr<StepResult> LlamaModelRunner::Sample(const std::vector<RunnerWork>& work) {
@@ -224,30 +252,27 @@ absl::StatusOr<StepResult> LlamaModelRunner::Sample(const std::vector<RunnerWork
     if (!DeviceGreedy(item.sequence->sampling)) host_rows_.push_back(row);
     ++row;
   }
-  absl::Span<const float> logits;
+  absl::Span<float> logits;
   if (!host_rows_.empty()) {
-    KVSERVE_ASSIGN_OR_RETURN(absl::Span<const float> rows, model_->LogitRows(host_rows_));
+    KVSERVE_ASSIGN_OR_RETURN(absl::Span<float> rows, model_->LogitRows(host_rows_));
     logits = rows;
   }
   const int32_t vocab = vocab_size();
   row = 0;
   size_t host_index = 0;
+  size_t mask_index = 0;  // into masked_ / masks_
   for (const RunnerWork& item : work) {
     if (!item.entry->sample) continue;
     const RunnerSequence& seq = *item.sequence;
     SampledToken& out = result.sampled.emplace_back();
     out.id = item.entry->id;
     if (host_index < host_rows_.size() && host_rows_[host_index] == row) {
-      const float* row_logits = logits.data() + host_index++ * static_cast<size_t>(vocab);
+      float* row_logits = logits.data() + host_index++ * static_cast<size_t>(vocab);
       RunnerSequence& constrained = *item.sequence;
       if (seq.sampling.constraint != nullptr) {
-        // Structured output: tokens the constraint does not allow next get -inf.
-        KVSERVE_RETURN_IF_ERROR(PrepareMatcher(constrained));
-        token_mask_.resize(Matcher::MaskWords(vocab));
-        KVSERVE_RETURN_IF_ERROR(constrained.matcher->FillNextTokenBitmask(token_mask_.data()));
-        masked_logits_.assign(row_logits, row_logits + vocab);
-        ApplyTokenMask(token_mask_.data(), masked_logits_.data(), vocab);
-        row_logits = masked_logits_.data();
+        // Structured output: tokens the constraint does not allow next get -inf (StartMasks
+        // filled the mask).
+        ApplyTokenMask(masks_.data() + mask_index++ * Matcher::MaskWords(vocab), row_logits, vocab);
       }
       const kernels::SampleResult sample =
           sampler_.Sample(row_logits, seq.sampling.params, seq.History(), seq.NextTokenIndex());

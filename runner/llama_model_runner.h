@@ -35,6 +35,7 @@
 #include "model/forward_batch.h"
 #include "model/kv_pool.h"
 #include "model/llama_model.h"
+#include "runner/background_task.h"
 #include "runner/host_copies.h"
 #include "runner/runner_sequences.h"
 
@@ -90,6 +91,9 @@ class LlamaModelRunner final : public ModelRunner {
 
   // Creates the model for `config`'s limits (once; ProfileKvBytes and Initialize share it).
   absl::Status CreateModel(const RunnerConfig& config);
+  // Structured output: hands the constrained sampling rows of `work` to mask_task_, which fills
+  // their masks (masked_, masks_, mask_status_) while the forward runs.
+  void StartMasks(const std::vector<RunnerWork>& work);
   // Samples the plan's sampling rows after a forward.
   absl::StatusOr<StepResult> Sample(const std::vector<RunnerWork>& work);
 
@@ -102,9 +106,13 @@ class LlamaModelRunner final : public ModelRunner {
   std::optional<ForwardBatchBuilder> batch_;
   std::unique_ptr<RunnerSequences> sequences_;
   kernels::Sampler sampler_;
-  std::vector<int32_t> host_rows_;    // logit rows to copy back, per step
-  std::vector<uint32_t> token_mask_;  // structured output: the allowed tokens of one row
-  std::vector<float> masked_logits_;  // structured output: one row's logits, masked
+  std::vector<int32_t> host_rows_;  // logit rows to copy back, per step
+  // Structured output: the sequences whose rows this step masks, in row order, their masks
+  // ([masked_.size(), MaskWords(vocab)]) and how filling them went.
+  std::vector<RunnerSequence*> masked_;
+  std::vector<uint32_t> masks_;
+  absl::Status mask_status_;
+  BackgroundTask mask_task_;  // fills them beside the forward; last, so it stops first
 };
 
 }  // namespace kvserve
