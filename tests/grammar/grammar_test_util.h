@@ -1,5 +1,6 @@
-// Helpers of the grammar/ tests: a small synthetic vocabulary, the default model's vocabulary,
-// and a seeded random walk that samples only tokens a Matcher allows.
+// Helpers of the grammar/ tests: the default model's vocabulary and a seeded random walk that
+// samples only tokens a Matcher allows. The small synthetic vocabulary is in
+// synthetic_vocabulary.h, which the fuzzer shares.
 #ifndef KVSERVE_TESTS_GRAMMAR_GRAMMAR_TEST_UTIL_H_
 #define KVSERVE_TESTS_GRAMMAR_GRAMMAR_TEST_UTIL_H_
 
@@ -17,38 +18,13 @@
 #include "grammar/vocabulary.h"
 #include "gtest/gtest.h"
 #include "model/default_model.h"
+#include "tests/grammar/synthetic_vocabulary.h"
 #include "tests/status_matchers.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvserve::grammar_test {
 
 inline constexpr absl::Duration kCompileTimeout = absl::Seconds(120);
-
-// Every printable ASCII character, newline and tab as one token each, a few longer tokens, one
-// control token (no bytes), an EOS, and 7 ids of padding past the tokens (vocab_size 121 is not
-// a multiple of 32).
-struct Synthetic {
-  GrammarVocabulary vocabulary;
-  int32_t eos_id = -1;
-  int32_t control_id = -1;
-};
-
-inline Synthetic SyntheticVocabulary() {
-  Synthetic s;
-  std::vector<std::string>& tokens = s.vocabulary.token_bytes;
-  for (int c = 0x20; c < 0x7F; ++c) tokens.push_back(std::string(1, static_cast<char>(c)));
-  for (const char* t : {"\n", "\t", "true", "false", "null", "{\"", "\":", "\",", "abc", "123",
-                        "yes", "no", "  ", "\"}"}) {
-    tokens.push_back(t);
-  }
-  s.control_id = static_cast<int32_t>(tokens.size());
-  tokens.push_back("");
-  s.eos_id = static_cast<int32_t>(tokens.size());
-  tokens.push_back("");
-  s.vocabulary.vocab_size = static_cast<int32_t>(tokens.size()) + 7;
-  s.vocabulary.stop_token_ids = {s.eos_id};
-  return s;
-}
 
 // The default model (SmolLM2-135M-Instruct) tokenizer's vocabulary, loaded once; null (and a
 // test failure) when the model file is missing.
