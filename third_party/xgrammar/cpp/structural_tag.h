@@ -357,12 +357,14 @@ struct DispatchFormat {
   bool loop = true;
   std::vector<std::string> excludes;
 
+  // kvserve patch: defined below TokenDispatchFormat. Inline here, clang (14, with libstdc++ 12)
+  // instantiates std::variant<...> for the parameter's destructor while TokenDispatchFormat is
+  // still incomplete, and fails; GCC does not.
   DispatchFormat(
       std::vector<std::pair<std::string, std::shared_ptr<Format>>> rules,
       bool loop = true,
       std::vector<std::string> excludes = {}
-  )
-      : rules(std::move(rules)), loop(loop), excludes(std::move(excludes)) {}
+  );
   picojson::value ToJSON() const;
 };
 
@@ -391,6 +393,14 @@ struct TokenDispatchFormat {
   friend class StructuralTagTokenResolver;
   friend class StructuralTagGrammarConverter;
 };
+
+// kvserve patch: DispatchFormat's constructor, out of its class (see there).
+inline DispatchFormat::DispatchFormat(
+    std::vector<std::pair<std::string, std::shared_ptr<Format>>> rules,
+    bool loop,
+    std::vector<std::string> excludes
+)
+    : rules(std::move(rules)), loop(loop), excludes(std::move(excludes)) {}
 
 /******************** Top Level ********************/
 
