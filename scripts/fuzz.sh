@@ -17,6 +17,7 @@ OUT_DIR=$BUILD_DIR/fuzz-runs
 declare -A SEEDS=(
   [kv_cache_manager_fuzz]=tests/kvcache/kv_cache_make_fuzz_seeds.py
   [gguf_fuzz]=tests/model/gguf_make_fuzz_seeds.py
+  [grammar_fuzz]=tests/grammar/grammar_make_fuzz_seeds.py
 )
 
 CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
