@@ -1,13 +1,15 @@
 // Tool calls in model output: which format a model writes them in (told apart by its chat
 // template, which teaches the model the format) and the parser that turns a finished output
-// into OpenAI-style calls. Three families:
+// into OpenAI-style calls (tool_call_stream_parser.h reads them as they are written; these are
+// that parser given the whole output). Three families:
 //   kHermes      Hermes 2/3, Qwen 2.5/3: <tool_call>{"name": ..., "arguments": {...}}</tool_call>,
 //                one element per call; the text before the first one is the content.
 //   kLlama3Json  Llama 3.1/3.2: the whole output is {"name": ..., "parameters": {...}}
 //                (optionally after <|python_tag|>), several joined by ';'.
 //   kMistral     Mistral: [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...] after the content.
-// An output that does not hold well-formed calls in its model's format is content only: the
-// caller answers it as text (finish_reason stays what generation said).
+// A call's arguments are the text of its arguments object as the model wrote it. An output that
+// does not hold well-formed calls in its model's format is content only: the caller answers it
+// as text (finish_reason stays what generation said).
 //
 // Thread-safety: pure functions.
 #ifndef KVSERVE_TOKENIZER_TOOL_CALL_PARSER_H_
@@ -36,7 +38,7 @@ ToolCallFormat DetectToolCallFormat(std::string_view chat_template_source);
 
 struct ParsedToolCalls {
   std::string content;              // the text besides the calls, trimmed of white space
-  std::vector<ChatToolCall> calls;  // in order; ids empty (MakeToolCallId); arguments compact JSON
+  std::vector<ChatToolCall> calls;  // in order; ids empty (MakeToolCallId); arguments as written
 };
 
 // The calls in `text`, a whole output. No calls (content = text as given) when the format is

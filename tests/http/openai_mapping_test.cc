@@ -454,7 +454,7 @@ TEST(OpenAiResponseTest, ToolCallsBecomeMessageToolCallsWithFinishReasonToolCall
   ASSERT_EQ(calls.size(), 2u);
   EXPECT_EQ(calls[0]["type"], "function");
   EXPECT_EQ(calls[0]["function"]["name"], "f");
-  EXPECT_EQ(calls[0]["function"]["arguments"], R"({"x":1})");
+  EXPECT_EQ(calls[0]["function"]["arguments"], R"({"x": 1})");  // as the model wrote it
   EXPECT_EQ(calls[1]["function"]["name"], "g");
   EXPECT_THAT(calls[0]["id"].get<std::string>(), StartsWith("call_"));
   EXPECT_NE(calls[0]["id"], calls[1]["id"]);
@@ -582,7 +582,7 @@ TEST(OpenAiMappingTest, RequiredAndNamedToolChoiceConstrainTheOutput) {
   choice = Json::parse(required_builder.Body())["choices"][0];
   ASSERT_EQ(choice["message"]["tool_calls"].size(), 2u);
   EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], "g");
-  EXPECT_EQ(choice["message"]["tool_calls"][1]["function"]["arguments"], R"({"x":1})");
+  EXPECT_EQ(choice["message"]["tool_calls"][1]["function"]["arguments"], R"({"x": 1})");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // ParseToolCalls on each format's outputs (one call, several, content beside them, a call cut off
-// before its closing tag, arguments as JSON text, and outputs that are not calls), the format of
-// each real chat template in testdata, and MakeToolCallId.
+// before its closing tag, arguments as JSON text, and outputs that are not calls; arguments come
+// back as written), the format of each real chat template in testdata, and MakeToolCallId.
+// tool_call_stream_parser_test.cc has the same parse fed in pieces.
 #include "tokenizer/tool_call_parser.h"
 
 #include <gmock/gmock.h>
@@ -26,7 +27,7 @@ TEST(ToolCallParserTest, HermesCallsWithContentBefore) {
       "Let me look.\n<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
       "</tool_call>\n<tool_call>\n{\"name\": \"time\", \"arguments\": {}}\n</tool_call>");
   EXPECT_EQ(parsed.content, "Let me look.");
-  EXPECT_THAT(parsed.calls, ElementsAre(FieldsAre("", "weather", R"({"city":"Paris"})"),
+  EXPECT_THAT(parsed.calls, ElementsAre(FieldsAre("", "weather", R"({"city": "Paris"})"),
                                         FieldsAre("", "time", "{}")));
 }
 
@@ -34,7 +35,7 @@ TEST(ToolCallParserTest, HermesCallCutOffBeforeItsClosingTagStillCounts) {
   const ParsedToolCalls parsed = ParseToolCalls(
       ToolCallFormat::kHermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": \"{\\\"x\\\": 1}\"}");
   EXPECT_EQ(parsed.content, "");
-  EXPECT_THAT(parsed.calls, ElementsAre(FieldsAre("", "f", R"({"x":1})")));
+  EXPECT_THAT(parsed.calls, ElementsAre(FieldsAre("", "f", R"({"x": 1})")));
 }
 
 TEST(ToolCallParserTest, HermesMalformedCallIsContent) {
@@ -54,12 +55,12 @@ TEST(ToolCallParserTest, Llama3JsonWholeOutputOrSemicolonJoined) {
   ParsedToolCalls parsed =
       ParseToolCalls(ToolCallFormat::kLlama3Json,
                      R"({"name": "weather", "parameters": {"city": "Paris; France"}})");
-  EXPECT_THAT(parsed.calls, ElementsAre(FieldsAre("", "weather", R"({"city":"Paris; France"})")));
+  EXPECT_THAT(parsed.calls, ElementsAre(FieldsAre("", "weather", R"({"city": "Paris; France"})")));
   parsed = ParseToolCalls(ToolCallFormat::kLlama3Json,
                           "<|python_tag|>{\"name\": \"a\", \"parameters\": {}}; "
                           "{\"name\": \"b\", \"parameters\": {\"n\": 2}}");
   EXPECT_THAT(parsed.calls,
-              ElementsAre(FieldsAre("", "a", "{}"), FieldsAre("", "b", R"({"n":2})")));
+              ElementsAre(FieldsAre("", "a", "{}"), FieldsAre("", "b", R"({"n": 2})")));
   parsed = ParseToolCalls(ToolCallFormat::kLlama3Json, "The answer is {\"name\": 1}");
   EXPECT_EQ(parsed.content, "The answer is {\"name\": 1}");
   EXPECT_THAT(parsed.calls, IsEmpty());
@@ -72,7 +73,7 @@ TEST(ToolCallParserTest, MistralListAfterContent) {
                      "{\"name\": \"b\", \"arguments\": {}}]");
   EXPECT_EQ(parsed.content, "Sure.");
   EXPECT_THAT(parsed.calls,
-              ElementsAre(FieldsAre("", "a", R"({"q":"x"})"), FieldsAre("", "b", "{}")));
+              ElementsAre(FieldsAre("", "a", R"({"q": "x"})"), FieldsAre("", "b", "{}")));
   parsed = ParseToolCalls(ToolCallFormat::kMistral, "[TOOL_CALLS] not json");
   EXPECT_EQ(parsed.content, "[TOOL_CALLS] not json");
   EXPECT_THAT(parsed.calls, IsEmpty());
