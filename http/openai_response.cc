@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "api/request_validation.h"
 
@@ -56,56 +57,12 @@ Json StopReason(const v1::ChoiceDelta& delta) {
   return Json();
 }
 
-bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-// How much of `text` (a chat output so far) may go out as content while a tool call in
-// `format` may still begin: up to its marker, or up to a tail that could be the marker's start
-// (Llama 3 JSON: nothing while the output may be a call), without trailing white space.
-size_t SafeContentEnd(ToolCallFormat format, std::string_view text) {
-  auto before_marker = [text](std::string_view marker) {
-    const size_t at = text.find(marker);
-    if (at != std::string_view::npos) return at;
-    for (size_t k = std::min(marker.size() - 1, text.size()); k > 0; --k) {
-      if (text.substr(text.size() - k) == marker.substr(0, k)) return text.size() - k;
-    }
-    return text.size();
-  };
-  size_t end = text.size();
-  switch (format) {
-    case ToolCallFormat::kHermes:
-      end = before_marker("<tool_call>");
-      break;
-    case ToolCallFormat::kMistral:
-      end = before_marker("[TOOL_CALLS]");
-      break;
-    case ToolCallFormat::kLlama3Json: {
-      constexpr std::string_view kPythonTag = "<|python_tag|>";
-      const size_t first = text.find_first_not_of(" \t\r\n");
-      const std::string_view rest = first == std::string_view::npos ? "" : text.substr(first);
-      const size_t common = std::min(rest.size(), kPythonTag.size());
-      if (rest.empty() || rest.front() == '{' ||
-          rest.substr(0, common) == kPythonTag.substr(0, common)) {
-        end = 0;
-      }
-      break;
-    }
-    case ToolCallFormat::kNone:
-      break;
-  }
-  while (end > 0 && IsSpace(text[end - 1])) --end;
-  return end;
-}
-
-// The calls of a finished chat output: constrained to the named function's arguments or to
-// tool_choice "required"'s list, else in the model's format.
-ParsedToolCalls ParseCalls(const OpenAiRequest& request, const std::string& text) {
-  if (request.tool_calls_required) return ParseToolCallList(text);
-  if (!request.forced_tool.empty()) {
-    const Json arguments = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (!arguments.is_object()) return {text, {}};  // cut off by max_tokens: text as it is
-    return {"", {{"", request.forced_tool, arguments.dump()}}};
-  }
-  return ParseToolCalls(request.tool_call_format, text);
+// The parser of a chat output's calls: constrained to tool_choice "required"'s list or to the
+// named function's arguments, else in the model's format.
+ToolCallStreamParser ToolCallParserFor(const OpenAiRequest& request) {
+  if (request.tool_calls_required) return ToolCallStreamParser::CallList();
+  if (!request.forced_tool.empty()) return ToolCallStreamParser::Arguments(request.forced_tool);
+  return ToolCallStreamParser(request.tool_call_format);
 }
 
 }  // namespace
@@ -203,13 +160,17 @@ Json OpenAiResponseBuilder::Envelope(bool chunk) const {
   return body;
 }
 
+std::string OpenAiResponseBuilder::ToolCallId(int index, int call_index) const {
+  const uint64_t seed = std::hash<std::string>()(id_) ^ (static_cast<uint64_t>(index) << 32);
+  return MakeToolCallId(request_.tool_call_format, seed, call_index);
+}
+
 std::vector<Json> OpenAiResponseBuilder::ToolCalls(int index, const ParsedToolCalls& parsed) const {
   std::vector<Json> calls;
-  const uint64_t seed = std::hash<std::string>()(id_) ^ (static_cast<uint64_t>(index) << 32);
   for (size_t k = 0; k < parsed.calls.size(); ++k) {
     if (k > 0 && !request_.parallel_tool_calls) break;
     const ChatToolCall& call = parsed.calls[k];
-    calls.push_back({{"id", MakeToolCallId(request_.tool_call_format, seed, static_cast<int>(k))},
+    calls.push_back({{"id", ToolCallId(index, static_cast<int>(k))},
                      {"type", "function"},
                      {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
   }
@@ -227,7 +188,7 @@ std::string OpenAiResponseBuilder::Body() const {
     if (chat()) {
       out["message"] = {{"role", "assistant"}, {"content", choice.text}};
       if (request_.parse_tool_calls) {
-        const ParsedToolCalls parsed = ParseCalls(request_, choice.text);
+        const ParsedToolCalls parsed = ToolCallParserFor(request_).Parse(choice.text);
         if (!parsed.calls.empty()) {
           out["message"]["content"] = parsed.content.empty() ? Json() : Json(parsed.content);
           out["message"]["tool_calls"] = ToolCalls(static_cast<int>(i), parsed);
@@ -294,30 +255,55 @@ std::vector<std::string> OpenAiResponseBuilder::ToolAwareChunks(int index,
                                                                 const v1::ChoiceDelta& delta,
                                                                 Json logprobs) {
   Choice& choice = ChoiceAt(index);
-  choice.text += delta.text();
+  if (!choice.tool_parser) choice.tool_parser = ToolCallParserFor(request_);
+  ToolCallStreamParser& parser = *choice.tool_parser;
+  std::vector<ToolCallDelta> calls = parser.Append(delta.text());
   const bool finished = delta.finish_reason() != v1::FINISH_REASON_UNSPECIFIED;
-  std::vector<Json> calls;
-  // A constrained call (required / named) is all call: nothing of it is content.
-  const bool forced = !request_.forced_tool.empty() || request_.tool_calls_required;
-  size_t content_end = forced ? 0 : SafeContentEnd(request_.tool_call_format, choice.text);
   if (finished) {
-    const ParsedToolCalls parsed = ParseCalls(request_, choice.text);
-    if (parsed.calls.empty()) {
-      content_end = choice.text.size();  // no call after all: what was held back is content
-    } else {
-      calls = ToolCalls(index, parsed);
-    }
+    for (ToolCallDelta& call : parser.Finish()) calls.push_back(std::move(call));
   }
+  const bool has_calls = finished && !parser.content_only();
   std::string content;
-  if (content_end > choice.content_sent) {
-    content = choice.text.substr(choice.content_sent, content_end - choice.content_sent);
+  if (const size_t content_end = parser.content_end(); content_end > choice.content_sent) {
+    content = parser.text().substr(choice.content_sent, content_end - choice.content_sent);
     choice.content_sent = content_end;
   }
+  if (has_calls) {
+    // Text after the calls (Hermes) is content too: what Result() has past what was sent (which
+    // is its start, but for the white space it trims).
+    const absl::string_view sent = absl::StripLeadingAsciiWhitespace(
+        absl::string_view(parser.text().data(), choice.content_sent));
+    const std::string all = parser.Result().content;
+    if (all.size() > sent.size()) content += all.substr(sent.size());
+  }
   Json finish_reason = FinishReason(delta);
-  if (!calls.empty() && finish_reason == "stop") finish_reason = "tool_calls";
+  if (has_calls && finish_reason == "stop") finish_reason = "tool_calls";
+
+  // The deltas of this message, in order; the finish reason goes with the last.
+  std::vector<Json> messages;
+  if (!content.empty() || (finished && !has_calls)) messages.push_back({{"content", content}});
+  for (const ToolCallDelta& call : calls) {
+    if (call.index > 0 && !request_.parallel_tool_calls) continue;
+    if (!call.name.empty()) {
+      messages.push_back(
+          {{"tool_calls",
+            Json::array({{{"index", call.index},
+                          {"id", ToolCallId(index, call.index)},
+                          {"type", "function"},
+                          {"function", {{"name", call.name}, {"arguments", ""}}}}})}});
+    }
+    if (!call.arguments.empty()) {
+      messages.push_back(
+          {{"tool_calls", Json::array({{{"index", call.index},
+                                        {"function", {{"arguments", call.arguments}}}}})}});
+    }
+  }
+  if (has_calls) messages.push_back(Json::object());
+  if (messages.empty()) messages.push_back({{"content", ""}});  // a chunk for each message
 
   std::vector<std::string> chunks;
-  auto add = [&](Json message, Json reason) {
+  for (size_t k = 0; k < messages.size(); ++k) {
+    Json& message = messages[k];
     if (!choice.role_sent) {
       message["role"] = "assistant";
       choice.role_sent = true;
@@ -325,30 +311,15 @@ std::vector<std::string> OpenAiResponseBuilder::ToolAwareChunks(int index,
     Json out;
     out["index"] = index;
     out["delta"] = std::move(message);
-    out["logprobs"] = std::move(logprobs);  // with the first chunk of this delta only
-    logprobs = Json();
+    out["logprobs"] = k == 0 ? std::move(logprobs) : Json();  // with the first chunk only
+    const Json reason = k + 1 == messages.size() ? finish_reason : Json();
     out["finish_reason"] = reason;
     if (!reason.is_null()) out["stop_reason"] = StopReason(delta);
     Json chunk = Envelope(/*chunk=*/true);
     chunk["choices"] = Json::array({std::move(out)});
     if (request_.include_usage) chunk["usage"] = Json();
     chunks.push_back(DumpJson(chunk));
-  };
-  if (calls.empty()) {
-    add({{"content", content}}, finish_reason);
-    return chunks;
   }
-  if (!content.empty() || !choice.role_sent) add({{"content", content}}, Json());
-  for (size_t k = 0; k < calls.size(); ++k) {
-    Json head = calls[k];
-    head["index"] = k;
-    const std::string arguments = head["function"]["arguments"].get<std::string>();
-    head["function"]["arguments"] = "";
-    add({{"tool_calls", Json::array({head})}}, Json());
-    add({{"tool_calls", Json::array({{{"index", k}, {"function", {{"arguments", arguments}}}}})}},
-        Json());
-  }
-  add(Json::object(), finish_reason);
   return chunks;
 }
 

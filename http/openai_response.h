@@ -9,12 +9,16 @@
 //
 // finish_reason: STOP and STOP_STRING -> "stop", LENGTH -> "length", ABORT -> "abort";
 // stop_reason (as vLLM) carries the matched stop string or stop token id.
-// Tool calls (chat, OpenAiRequest.parse_tool_calls): the finished text is parsed in the model's
-// format (tokenizer/tool_call_parser.h); calls become message.tool_calls (content: the text
+// Tool calls (chat, OpenAiRequest.parse_tool_calls): the text is parsed in the model's format
+// (tokenizer/tool_call_stream_parser.h); calls become message.tool_calls (content: the text
 // besides them, or null) and a "stop" finish becomes "tool_calls". Streaming sends content as
 // it comes except what may begin a call (from the format's marker on, and trailing white
-// space), then at the end each call as OpenAI's deltas: {index, id, type, function: {name,
-// arguments: ""}}, then {index, function: {arguments}}, then the finish_reason chunk.
+// space), and each call as OpenAI's deltas while it is written: {index, id, type, function:
+// {name, arguments: ""}} once its name is whole, then {index, function: {arguments}} pieces
+// that join to the arguments Body() gives; then the finish_reason chunk (after content that
+// came after the calls). Output that turns out
+// not to be calls sends what was held back as content at once, as Body() gives it (deltas sent
+// for a call that broke after its name stay sent; finish_reason is not "tool_calls" then).
 // Logprobs: completions use {tokens, token_logprobs, top_logprobs, text_offset}; chat uses
 // {content: [{token, logprob, bytes, top_logprobs}]}. A token that is not valid UTF-8 on its own
 // (part of a character) is written "bytes:\xNN..." in token strings; -inf is written -9999.0.
@@ -25,11 +29,13 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "http/openai_mapping.h"
 #include "kvserve/v1/output.pb.h"
+#include "tokenizer/tool_call_stream_parser.h"
 
 namespace kvserve {
 
@@ -51,13 +57,16 @@ class OpenAiResponseBuilder {
 
  private:
   struct Choice {
-    std::string text;
+    std::string text;         // non-streaming: the text so far
     nlohmann::json logprobs;  // accumulated, in the endpoint's format; null when not asked
     nlohmann::json finish_reason;
     nlohmann::json stop_reason;
     bool role_sent = false;
     int64_t text_offset = 0;  // completions logprobs: bytes of the tokens so far
-    size_t content_sent = 0;  // streaming with tool-call parsing: bytes of text sent as content
+    // Streaming with tool-call parsing: the text and calls read so far, and bytes of the text
+    // sent as content.
+    std::optional<ToolCallStreamParser> tool_parser;
+    size_t content_sent = 0;
   };
 
   bool chat() const { return request_.endpoint == OpenAiEndpoint::kChatCompletions; }
@@ -68,8 +77,10 @@ class OpenAiResponseBuilder {
   void AddUsage(const kvserve::v1::GenerateResponse& response);
   nlohmann::json UsageJson() const;
   nlohmann::json Envelope(bool chunk) const;
-  // The calls of choice `index` parsed from its text, OpenAI-shaped (ids from the response id),
-  // at most one unless parallel_tool_calls.
+  // The id of call `call_index` of choice `index`, from the response id.
+  std::string ToolCallId(int index, int call_index) const;
+  // The calls of choice `index` parsed from its text, OpenAI-shaped, at most one unless
+  // parallel_tool_calls.
   std::vector<nlohmann::json> ToolCalls(int index, const ParsedToolCalls& parsed) const;
   // Streaming chat with tool-call parsing: the chunks for one delta of choice `index`.
   std::vector<std::string> ToolAwareChunks(int index, const kvserve::v1::ChoiceDelta& delta,

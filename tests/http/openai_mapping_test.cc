@@ -1,5 +1,6 @@
 // The OpenAI JSON mapping: every request field into kvserve.v1, every wrong type refused with
-// the field named, and responses (bodies, SSE chunks, logprobs, usage) in OpenAI's shape.
+// the field named, and responses (bodies, SSE chunks, logprobs, usage) in OpenAI's shape (tool
+// calls in responses: openai_tool_calls_test.cc).
 #include "http/openai_mapping.h"
 
 #include <gmock/gmock.h>
@@ -9,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "http/openai_response.h"
+#include "tests/http/openai_test_util.h"
 #include "tests/status_matchers.h"
 
 namespace kvserve {
@@ -16,28 +18,17 @@ namespace {
 
 namespace v1 = ::kvserve::v1;
 using Json = nlohmann::json;
+using ::kvserve::testing::Chat;
+using ::kvserve::testing::Delta;
+using ::kvserve::testing::Options;
 using ::kvserve::testing::StatusIs;
 using ::testing::_;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-OpenAiMappingOptions Options() {
-  OpenAiMappingOptions options;
-  options.served_model = "SmolLM2";
-  options.aliases = {"smol", "gpt-3.5-turbo"};
-  return options;
-}
-
 OpenAiRequest Completion(const std::string& body) {
   absl::StatusOr<OpenAiRequest> parsed =
       ParseOpenAiRequest(OpenAiEndpoint::kCompletions, body, Options());
-  KVSERVE_EXPECT_OK(parsed);
-  return parsed.ok() ? *parsed : OpenAiRequest();
-}
-
-OpenAiRequest Chat(const std::string& body) {
-  absl::StatusOr<OpenAiRequest> parsed =
-      ParseOpenAiRequest(OpenAiEndpoint::kChatCompletions, body, Options());
   KVSERVE_EXPECT_OK(parsed);
   return parsed.ok() ? *parsed : OpenAiRequest();
 }
@@ -319,16 +310,6 @@ TEST(OpenAiMappingTest, TokenizeAndDetokenizeRequests) {
               StatusIs(_, StartsWith("tokens: must be a list")));
 }
 
-v1::GenerateResponse Delta(int index, const std::string& text, v1::FinishReason finish) {
-  v1::GenerateResponse response;
-  v1::ChoiceDelta* delta = response.add_choices();
-  delta->set_index(index);
-  delta->set_text(text);
-  delta->add_token_ids(7);
-  delta->set_finish_reason(finish);
-  return response;
-}
-
 TEST(OpenAiResponseTest, CompletionBodyHasEveryChoiceFinishReasonAndUsage) {
   const OpenAiRequest request = Completion(R"({"prompt": ["a", "b"], "n": 2})");
   OpenAiResponseBuilder builder(request, "cmpl-1", "smol", 123);
@@ -425,114 +406,6 @@ TEST(OpenAiResponseTest, ChatLogprobsUseContentEntriesWithBytes) {
   EXPECT_EQ(Json::parse(builder.Body())["choices"][0]["message"]["role"], "assistant");
 }
 
-OpenAiRequest ToolChat(bool stream, bool parallel = true) {
-  OpenAiMappingOptions options = Options();
-  options.tool_call_format = ToolCallFormat::kHermes;
-  absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(
-      OpenAiEndpoint::kChatCompletions,
-      absl::StrCat(
-          R"({"messages": [], "tools": [{"type": "function", "function": {"name": "f"}}],)",
-          R"("stream": )", stream ? "true" : "false", R"(, "parallel_tool_calls": )",
-          parallel ? "true" : "false", "}"),
-      options);
-  KVSERVE_EXPECT_OK(parsed);
-  return parsed.ok() ? *parsed : OpenAiRequest();
-}
-
-constexpr char kTwoCalls[] =
-    "Checking.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n</tool_call>\n"
-    "<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>";
-
-TEST(OpenAiResponseTest, ToolCallsBecomeMessageToolCallsWithFinishReasonToolCalls) {
-  const OpenAiRequest request = ToolChat(/*stream=*/false);
-  OpenAiResponseBuilder builder(request, "chatcmpl-7", "m", 0);
-  builder.Add(0, Delta(0, kTwoCalls, v1::FINISH_REASON_STOP));
-  const Json choice = Json::parse(builder.Body())["choices"][0];
-  EXPECT_EQ(choice["finish_reason"], "tool_calls");
-  EXPECT_EQ(choice["message"]["content"], "Checking.");
-  const Json& calls = choice["message"]["tool_calls"];
-  ASSERT_EQ(calls.size(), 2u);
-  EXPECT_EQ(calls[0]["type"], "function");
-  EXPECT_EQ(calls[0]["function"]["name"], "f");
-  EXPECT_EQ(calls[0]["function"]["arguments"], R"({"x": 1})");  // as the model wrote it
-  EXPECT_EQ(calls[1]["function"]["name"], "g");
-  EXPECT_THAT(calls[0]["id"].get<std::string>(), StartsWith("call_"));
-  EXPECT_NE(calls[0]["id"], calls[1]["id"]);
-
-  // parallel_tool_calls false: the first call only. Text that is no call stays content.
-  const OpenAiRequest first_only = ToolChat(false, /*parallel=*/false);  // the builder keeps a
-                                                                         // reference
-  OpenAiResponseBuilder one(first_only, "chatcmpl-8", "m", 0);
-  one.Add(0, Delta(0, kTwoCalls, v1::FINISH_REASON_STOP));
-  EXPECT_EQ(Json::parse(one.Body())["choices"][0]["message"]["tool_calls"].size(), 1u);
-  OpenAiResponseBuilder text(request, "chatcmpl-9", "m", 0);
-  text.Add(0, Delta(0, "Just text <tool", v1::FINISH_REASON_STOP));
-  const Json plain = Json::parse(text.Body())["choices"][0];
-  EXPECT_EQ(plain["finish_reason"], "stop");
-  EXPECT_EQ(plain["message"]["content"], "Just text <tool");
-  EXPECT_FALSE(plain["message"].contains("tool_calls"));
-}
-
-// Streamed in small pieces, the content never shows the markup, and the call deltas reassemble
-// (as the openai SDK does it: arguments concatenated per index) to what Body() gives.
-TEST(OpenAiResponseTest, StreamedToolCallsReassembleToTheSameCalls) {
-  const OpenAiRequest request = ToolChat(/*stream=*/true);
-  OpenAiResponseBuilder builder(request, "chatcmpl-7", "m", 0);
-  const std::string text = kTwoCalls;
-  std::vector<std::string> chunks;
-  for (size_t at = 0; at < text.size(); at += 3) {
-    const bool last = at + 3 >= text.size();
-    for (std::string& chunk :
-         builder.Chunks(0, Delta(0, text.substr(at, 3),
-                                 last ? v1::FINISH_REASON_STOP : v1::FINISH_REASON_UNSPECIFIED))) {
-      chunks.push_back(std::move(chunk));
-    }
-  }
-  std::string content;
-  std::vector<Json> calls;
-  Json finish;
-  for (const std::string& chunk : chunks) {
-    const Json choice = Json::parse(chunk)["choices"][0];
-    const Json& delta = choice["delta"];
-    if (delta.contains("content")) content += delta["content"].get<std::string>();
-    if (delta.contains("tool_calls")) {
-      for (const Json& call : delta["tool_calls"]) {
-        const size_t index = call["index"].get<size_t>();
-        if (index >= calls.size()) calls.resize(index + 1, Json::object());
-        if (call.contains("id")) calls[index]["id"] = call["id"];
-        if (call["function"].contains("name")) calls[index]["name"] = call["function"]["name"];
-        calls[index]["arguments"] =
-            calls[index].value("arguments", "") + call["function"]["arguments"].get<std::string>();
-      }
-    }
-    if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
-  }
-  EXPECT_EQ(content, "Checking.");
-  EXPECT_EQ(finish, "tool_calls");
-  const OpenAiRequest unstreamed = ToolChat(false);
-  OpenAiResponseBuilder whole(unstreamed, "chatcmpl-7", "m", 0);
-  whole.Add(0, Delta(0, text, v1::FINISH_REASON_STOP));
-  const Json want = Json::parse(whole.Body())["choices"][0]["message"]["tool_calls"];
-  ASSERT_EQ(calls.size(), want.size());
-  for (size_t k = 0; k < calls.size(); ++k) {
-    EXPECT_EQ(calls[k]["id"], want[k]["id"]);
-    EXPECT_EQ(calls[k]["name"], want[k]["function"]["name"]);
-    EXPECT_EQ(calls[k]["arguments"], want[k]["function"]["arguments"]);
-  }
-
-  // No call after all: what was held back ("<tool" could have begun one) goes out at the end.
-  OpenAiResponseBuilder text_only(request, "chatcmpl-8", "m", 0);
-  std::string streamed;
-  for (const auto& [piece, reason] :
-       {std::pair{std::string("Hello <tool"), v1::FINISH_REASON_UNSPECIFIED},
-        std::pair{std::string("box> done"), v1::FINISH_REASON_STOP}}) {
-    for (const std::string& chunk : text_only.Chunks(0, Delta(0, piece, reason))) {
-      streamed += Json::parse(chunk)["choices"][0]["delta"].value("content", "");
-    }
-  }
-  EXPECT_EQ(streamed, "Hello <toolbox> done");
-}
-
 // "required" and a named function constrain the output (structured output): a list of calls
 // valid for their functions, or the named function's arguments.
 TEST(OpenAiMappingTest, RequiredAndNamedToolChoiceConstrainTheOutput) {
@@ -572,7 +445,7 @@ TEST(OpenAiMappingTest, RequiredAndNamedToolChoiceConstrainTheOutput) {
   EXPECT_EQ(choice["finish_reason"], "tool_calls");
   EXPECT_TRUE(choice["message"]["content"].is_null());
   EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], "f");
-  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["arguments"], R"({"x":3})");
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["arguments"], R"({"x": 3})");
 
   OpenAiResponseBuilder required_builder(required, "chatcmpl-2", "m", 0);
   required_builder.Add(0, Delta(0,
