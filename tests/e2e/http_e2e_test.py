@@ -9,22 +9,19 @@ the same greedy text as gRPC, every error status (400 / 401 / 404 / 413 / 429 / 
 client that disconnects mid-stream (its blocks come back: /metrics), /v1/models, /health,
 /tokenize, /detokenize, HTTP metrics; and bad HTTP (malformed request line, huge headers,
 chunked bodies, a slow sender, invalid UTF-8, a 10 MB prompt): a 4xx, and the server serves on.
+Tools are in http_tools_e2e_test.py, structured output in http_structured_output_e2e_test.py.
 
   python3 http_e2e_test.py --worker=build/worker/kvserve-worker --proto-root=proto \
       [--router=build/router/kvserve-router]
 """
 
-import concurrent.futures
 import json
-import os
 import socket
 import sys
 import threading
 import time
 import unittest
-import urllib.request
 
-import jsonschema
 import openai
 
 import kvserve_e2e
@@ -33,29 +30,17 @@ import router_e2e_lib
 OPTIONS, UNITTEST_ARGV = kvserve_e2e.parse_args(sys.argv)
 WORKER = None  # the worker that runs the requests (its KV metrics)
 SERVER = None  # the process whose HTTP port the tests talk to: WORKER, or the router
-KEY = "test-key"
-ALIASES = "--http_model_aliases=smol,gpt-3.5-turbo"
+KEY = kvserve_e2e.HTTP_KEY
 WORKER_ARGS = ["--kv_memory_bytes=67108864", "--max_num_seqs=16", "--max_num_batched_tokens=256",
-               "--num_threads=2", "--http_port=0", f"--http_api_key={KEY}", ALIASES]
+               "--num_threads=2"]
 VIA_ROUTER = "router" in OPTIONS
 MODEL_ARGS = kvserve_e2e.model_args(OPTIONS)
-
-
-def start_router(workers, extra_args=()):
-    """A router with --http_port in front of `workers`, its bearer token KEY (tenant "t")."""
-    tokens = os.path.join(router_e2e_lib.temp_dir(), "tokens")
-    with open(tokens, "w") as f:
-        f.write(f"{KEY} t\n")
-    return router_e2e_lib.start_router(
-        OPTIONS, workers, ["--http_port=0", f"--auth_tokens_file={tokens}", ALIASES,
-                           *extra_args])
 
 
 def setUpModule():
     global WORKER, SERVER
     router_e2e_lib.setup(OPTIONS)
-    WORKER = kvserve_e2e.Worker(OPTIONS["worker"], WORKER_ARGS + MODEL_ARGS).start()
-    SERVER = start_router([WORKER]) if VIA_ROUTER else WORKER
+    WORKER, SERVER = router_e2e_lib.start_http_server(OPTIONS, WORKER_ARGS)
 
 
 def tearDownModule():
@@ -63,24 +48,12 @@ def tearDownModule():
 
 
 def client(worker=None, key=KEY):
-    port = (worker or SERVER).http_port
-    return openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=key, max_retries=0,
-                         timeout=120)
+    return kvserve_e2e.openai_client(worker or SERVER, key)
 
 
 def http(method, path, body=None, headers=None, worker=None):
     """(status, parsed JSON body) of one request."""
-    port = (worker or SERVER).http_port
-    data = json.dumps(body).encode() if isinstance(body, (dict, list)) else body
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
-                                     headers={"Authorization": f"Bearer {KEY}",
-                                              "Content-Type": "application/json",
-                                              **(headers or {})})
-    try:
-        with urllib.request.urlopen(request, timeout=120) as response:
-            return response.status, json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"null")
+    return kvserve_e2e.http_json(worker or SERVER, method, path, body, headers)
 
 
 def raw(data, worker=None, read_timeout_s=30):
@@ -348,194 +321,6 @@ class BadHttpTest(unittest.TestCase):
                 self.assertTrue(answer.startswith(b"HTTP/1.1 200"), answer)
 
 
-QWEN_TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tokenizer",
-                             "testdata", "chat_templates", "Qwen-Qwen2.5-7B-Instruct.jinja")
-WEATHER_TOOL = {"type": "function", "function": {
-    "name": "get_weather", "description": "Current weather of a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                   "required": ["city"]}}}
-
-
-class ToolsTest(unittest.TestCase):
-    """Tools through the official client, on a server whose chat template (Qwen 2.5's, through
-    --chat_template) renders them. The tiny model rarely writes a call, so these show that tools,
-    tool calls and tool results reach the template and come back as a valid response; the parsing
-    of calls is tested in tests/http/openai_mapping_test.cc."""
-
-    @classmethod
-    def setUpClass(cls):
-        template = [f"--chat_template={QWEN_TEMPLATE}"]
-        if VIA_ROUTER:
-            worker = kvserve_e2e.Worker(OPTIONS["worker"], [
-                "--kv_memory_bytes=33554432", "--max_num_seqs=4", "--max_num_batched_tokens=256",
-                "--num_threads=2", *template] + MODEL_ARGS).start()
-            cls.server = start_router([worker], template)
-        else:
-            cls.server = kvserve_e2e.Worker(OPTIONS["worker"], [
-                "--kv_memory_bytes=33554432", "--max_num_seqs=4", "--max_num_batched_tokens=256",
-                "--num_threads=2", "--http_port=0", f"--http_api_key={KEY}", ALIASES,
-                *template] + MODEL_ARGS).start()
-
-    def test_tools_and_tool_results_are_rendered_and_answered(self):
-        messages = [
-            {"role": "user", "content": "What is the weather in Paris?"},
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "call_1", "type": "function",
-                 "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
-            {"role": "tool", "tool_call_id": "call_1", "content": "18 C and cloudy"}]
-        status, tokenized = http("POST", "/tokenize", {"messages": messages,
-                                                        "tools": [WEATHER_TOOL]},
-                                 worker=self.server)
-        self.assertEqual(status, 200, tokenized)
-        status, text = http("POST", "/detokenize", {"tokens": tokenized["tokens"]},
-                            worker=self.server)
-        self.assertEqual(status, 200)
-        prompt = text["prompt"]
-        self.assertIn('<tools>\n{"type": "function", "function": {"name": "get_weather"', prompt)
-        self.assertIn('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}',
-                      prompt)
-        self.assertIn("<tool_response>\n18 C and cloudy\n</tool_response>", prompt)
-
-        for stream in (False, True):
-            response = client(self.server).chat.completions.create(
-                model="smol", messages=messages, tools=[WEATHER_TOOL], tool_choice="auto",
-                max_tokens=24, temperature=0, stream=stream)
-            if stream:
-                finish = [c.choices[0].finish_reason for c in response if c.choices]
-                self.assertIn(finish[-1], ("stop", "length", "tool_calls"))
-            else:
-                self.assertIn(response.choices[0].finish_reason, ("stop", "length", "tool_calls"))
-                message = response.choices[0].message
-                self.assertTrue(message.content or message.tool_calls)
-
-    def test_required_and_named_tool_choice_always_give_valid_calls(self):
-        time_tool = {"type": "function", "function": {
-            "name": "get_time", "parameters": {
-                "type": "object", "properties": {"zone": {"type": "string", "enum": ["UTC", "CET"]}},
-                "required": ["zone"]}}}
-        tools = [WEATHER_TOOL, time_tool]
-        schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
-        messages = [{"role": "user", "content": "What is the weather in Paris?"}]
-        for seed in range(3):
-            for choice in ("required", {"type": "function", "function": {"name": "get_time"}}):
-                with self.subTest(seed=seed, choice=choice):
-                    r = client(self.server).chat.completions.create(
-                        model="smol", messages=messages, tools=tools, tool_choice=choice,
-                        temperature=0.8, seed=seed, max_tokens=200)
-                    self.assertEqual(r.choices[0].finish_reason, "tool_calls")
-                    calls = r.choices[0].message.tool_calls
-                    self.assertGreaterEqual(len(calls), 1)
-                    for call in calls:
-                        if isinstance(choice, dict):
-                            self.assertEqual(call.function.name, "get_time")
-                        jsonschema.validate(json.loads(call.function.arguments),
-                                            schemas[call.function.name])
-                    # Streamed, the deltas reassemble to the same calls.
-                    stream = client(self.server).chat.completions.create(
-                        model="smol", messages=messages, tools=tools, tool_choice=choice,
-                        temperature=0.8, seed=seed, max_tokens=200, stream=True)
-                    streamed = {}
-                    for chunk in stream:
-                        for delta in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
-                            entry = streamed.setdefault(delta.index, {"name": "", "arguments": ""})
-                            if delta.function.name:
-                                entry["name"] = delta.function.name
-                            entry["arguments"] += delta.function.arguments or ""
-                    self.assertEqual([(c["name"], c["arguments"]) for _, c in sorted(streamed.items())],
-                                     [(c.function.name, c.function.arguments) for c in calls])
-
-    def test_bad_tools_are_400_naming_the_field(self):
-        cases = [
-            ({"tools": [WEATHER_TOOL], "tool_choice": {
-                "type": "function", "function": {"name": "get_time"}}}, "is not one of the tools"),
-            ({"tools": [{"type": "function", "function": {"name": "bad name"}}]},
-             "tools[0].name"),
-            ({"tools": [WEATHER_TOOL, WEATHER_TOOL]}, "tools[1].name"),
-        ]
-        for extra, field in cases:
-            with self.assertRaises(openai.BadRequestError) as bad:
-                client(self.server).chat.completions.create(
-                    model="smol", messages=[{"role": "user", "content": "hi"}], max_tokens=4,
-                    **extra)
-            self.assertIn(field, str(bad.exception))
-
-
-SCHEMAS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata",
-                       "structured_output_schemas.json")
-
-
-class StructuredOutputTest(unittest.TestCase):
-    """Structured output through the official client on the tiny default model, sampled at
-    temperature 0.8: the grammar, not the model, guarantees the form."""
-
-    def chat(self, content, seed, max_tokens=400, **kwargs):
-        return client().chat.completions.create(
-            model="smol", messages=[{"role": "user", "content": content}], temperature=0.8,
-            seed=seed, max_tokens=max_tokens, **kwargs)
-
-    def test_json_schemas_validate_at_temperature_08(self):
-        with open(SCHEMAS) as f:
-            schemas = json.load(f)
-        jobs = [(i, seed) for i in range(len(schemas)) for seed in range(3)]
-
-        def one(job):
-            i, seed = job
-            r = self.chat("Reply with a JSON example.", seed, response_format={
-                "type": "json_schema", "json_schema": {"name": f"s{i}", "schema": schemas[i],
-                                                       "strict": True}})
-            return i, seed, r.choices[0]
-
-        with concurrent.futures.ThreadPoolExecutor(8) as pool:
-            for i, seed, choice in pool.map(one, jobs):
-                with self.subTest(schema=i, seed=seed):
-                    self.assertEqual(choice.finish_reason, "stop", repr(choice.message.content))
-                    jsonschema.validate(json.loads(choice.message.content), schemas[i])
-
-    def test_json_object_choice_regex_and_grammar(self):
-        for seed in range(3):
-            r = self.chat("Describe a cat as JSON.", seed,
-                          response_format={"type": "json_object"})
-            if r.choices[0].finish_reason == "stop":
-                self.assertIsInstance(json.loads(r.choices[0].message.content), dict)
-            r = self.chat("Is the sky blue?", seed, extra_body={
-                "structured_outputs": {"choice": ["yes", "no", "it depends"]}})
-            self.assertIn(r.choices[0].message.content, ["yes", "no", "it depends"])
-            r = self.chat("A phone number?", seed, extra_body={
-                "guided_regex": r"\+33 [1-9]( [0-9]{2}){4}"})
-            self.assertRegex(r.choices[0].message.content, r"^\+33 [1-9]( [0-9]{2}){4}$")
-            r = self.chat("A sum?", seed, extra_body={"structured_outputs": {
-                "grammar": 'root ::= num " + " num " = " num\nnum ::= [1-9] [0-9]?'}})
-            self.assertRegex(r.choices[0].message.content, r"^[1-9][0-9]? \+ [1-9][0-9]? = "
-                                                           r"[1-9][0-9]?$")
-        # Streamed, the pieces join to the same kind of text.
-        chunks = client().chat.completions.create(
-            model="smol", messages=[{"role": "user", "content": "yes?"}], stream=True,
-            max_tokens=8, extra_body={"guided_choice": ["affirmative", "negative"]})
-        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-        self.assertIn(text, ["affirmative", "negative"])
-
-    def test_bad_constraints_are_400_before_any_compute(self):
-        cases = [
-            ({"response_format": {"type": "json_schema", "json_schema": {
-                "name": "x", "schema": {"properties": {"a": {"$ref": "#/$defs/none"}}}}}},
-             "invalid json_schema"),
-            ({"extra_body": {"guided_regex": "(unclosed"}}, "invalid regex"),
-            ({"extra_body": {"structured_outputs": {"grammar": "root ::= item"}}},
-             "invalid grammar"),
-            ({"extra_body": {"guided_choice": []}}, "choice.choices: 1 to 256 choices"),
-        ]
-        for kwargs, message in cases:
-            with self.subTest(message=message):
-                with self.assertRaises(openai.BadRequestError) as bad:
-                    client().chat.completions.create(
-                        model="smol", messages=[{"role": "user", "content": "x"}],
-                        max_tokens=4, **kwargs)
-                self.assertIn(message, str(bad.exception))
-                self.assertTrue(bad.exception.body.get("param").startswith("response_format"))
-        # The server still serves.
-        self.assertEqual(self.chat("ok?", 1, max_tokens=4).choices[0].finish_reason, "length")
-
-
 class QueueAndDrainTest(unittest.TestCase):
     """429 when the queue is full, then drain: 503. On a worker: one running sequence and one
     waiting slot. Through a router: a worker whose small pool (8 MiB) fits one request at a time
@@ -546,7 +331,8 @@ class QueueAndDrainTest(unittest.TestCase):
             worker = kvserve_e2e.Worker(OPTIONS["worker"], [
                 "--kv_memory_bytes=8388608", "--max_num_seqs=4", "--max_num_batched_tokens=256",
                 "--num_threads=2", "--drain_timeout_s=5"] + MODEL_ARGS).start()
-            server = start_router([worker], ["--max_queue=1", "--drain_timeout_s=5"])
+            server = router_e2e_lib.start_http_router(OPTIONS, [worker],
+                                                      ["--max_queue=1", "--drain_timeout_s=5"])
         else:
             worker = server = kvserve_e2e.Worker(OPTIONS["worker"], [
                 "--kv_memory_bytes=67108864", "--max_num_seqs=1", "--max_num_batched_tokens=256",

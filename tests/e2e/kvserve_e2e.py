@@ -1,5 +1,6 @@
 """Helpers for the end-to-end tests: real kvserve-worker processes on loopback, driven by Python
-stubs generated from proto/ at test time (grpcio-tools), and their /metrics endpoint.
+stubs generated from proto/ at test time (grpcio-tools), their /metrics endpoint, and clients of
+their OpenAI-compatible HTTP API (the official `openai` package, and plain JSON requests).
 
 Every process a test starts is registered in PROCESSES and killed by cleanup() (called from the
 tests' tearDownModule and at interpreter exit), so a failing test never leaves one behind.
@@ -7,6 +8,7 @@ tests' tearDownModule and at interpreter exit), so a failing test never leaves o
 
 import atexit
 import importlib
+import json
 import os
 import re
 import shutil
@@ -16,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 
 PROCESSES = []
@@ -142,6 +145,35 @@ def _remove_stubs():
 
 atexit.register(_remove_stubs)
 atexit.register(cleanup)  # runs first (atexit is last in, first out)
+
+
+# The HTTP API as the http*_e2e tests serve it: the bearer token, and the model names it takes.
+HTTP_KEY = "test-key"
+HTTP_ALIASES = "--http_model_aliases=smol,gpt-3.5-turbo"
+HTTP_WORKER_ARGS = ["--http_port=0", f"--http_api_key={HTTP_KEY}", HTTP_ALIASES]
+
+
+def openai_client(server, key=HTTP_KEY):
+    """An openai.OpenAI client of `server`'s HTTP port (a Worker or router_e2e_lib.Router)."""
+    import openai  # here so that tests without HTTP need no openai package
+    return openai.OpenAI(base_url=f"http://127.0.0.1:{server.http_port}/v1", api_key=key,
+                         max_retries=0, timeout=120)
+
+
+def http_json(server, method, path, body=None, headers=None):
+    """(status, parsed JSON body) of one request to `server`'s HTTP port; a dict or list body is
+    sent as JSON, bytes as they are."""
+    data = json.dumps(body).encode() if isinstance(body, (dict, list)) else body
+    request = urllib.request.Request(f"http://127.0.0.1:{server.http_port}{path}", data=data,
+                                     method=method,
+                                     headers={"Authorization": f"Bearer {HTTP_KEY}",
+                                              "Content-Type": "application/json",
+                                              **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
 
 
 def model_args(options):

@@ -100,6 +100,28 @@ def start_router(options, workers, extra_args=(), workers_flag=None):
     return router
 
 
+def start_http_router(options, workers, extra_args=()):
+    """A router with --http_port in front of `workers`, taking kvserve_e2e.HTTP_KEY as its bearer
+    token (tenant "t") and the same model names as a worker."""
+    tokens = os.path.join(temp_dir(), "tokens")
+    with open(tokens, "w") as f:
+        f.write(f"{kvserve_e2e.HTTP_KEY} t\n")
+    return start_router(options, workers, ["--http_port=0", f"--auth_tokens_file={tokens}",
+                                           kvserve_e2e.HTTP_ALIASES, *extra_args])
+
+
+def start_http_server(options, worker_args, shared_args=()):
+    """What the http*_e2e tests talk to: a worker with `worker_args` serving the HTTP API, and
+    with --router=PATH in `options` a router serving it in front of that worker. Returns
+    (worker, server); `shared_args` go to both (--chat_template)."""
+    worker = kvserve_e2e.Worker(options["worker"], [
+        *worker_args, *kvserve_e2e.HTTP_WORKER_ARGS, *shared_args,
+        *kvserve_e2e.model_args(options)]).start()
+    if "router" not in options:
+        return worker, worker
+    return worker, start_http_router(options, [worker], shared_args)
+
+
 def generation_stub(target, credentials=None):
     channel = (grpc.secure_channel(target, credentials) if credentials
                else grpc.insecure_channel(target))
