@@ -2,7 +2,8 @@
 `openai` Python package, served by a kvserve-worker or, with --router=PATH, by a kvserve-router in
 front of one, whose chat template (Qwen 2.5's, through --chat_template) renders tools: tools,
 tool calls and tool results reach the template; "required" and a named function give valid
-calls, streamed and not; bad tools are 400 naming the field.
+calls, streamed as they are written (arguments in pieces that join to the unstreamed call);
+bad tools are 400 naming the field.
 
   python3 http_tools_e2e_test.py --worker=build/worker/kvserve-worker --proto-root=proto \
       [--router=build/router/kvserve-router]
@@ -135,6 +136,37 @@ class ToolsTest(unittest.TestCase):
                     model="smol", messages=[{"role": "user", "content": "hi"}], max_tokens=4,
                     **extra)
             self.assertIn(field, str(bad.exception))
+
+    def test_streamed_arguments_arrive_in_pieces_and_join_to_the_unstreamed_call(self):
+        messages = [{"role": "user", "content": "What is the weather in Paris?"}]
+        named = {"type": "function", "function": {"name": "get_weather"}}
+        for choice in ("required", named):
+            with self.subTest(choice=choice):
+                kwargs = dict(model="smol", messages=messages, tools=[WEATHER_TOOL],
+                              tool_choice=choice, temperature=0.8, seed=11, max_tokens=200)
+                whole = client().chat.completions.create(**kwargs)
+                self.assertEqual(whole.choices[0].finish_reason, "tool_calls")
+                want = [(c.function.name, c.function.arguments)
+                        for c in whole.choices[0].message.tool_calls]
+                calls, finish = {}, None
+                for chunk in client().chat.completions.create(stream=True, **kwargs):
+                    if not chunk.choices:
+                        continue
+                    finish = chunk.choices[0].finish_reason or finish
+                    for delta in chunk.choices[0].delta.tool_calls or []:
+                        if delta.id is not None:  # a call's first delta: id, type and name
+                            self.assertNotIn(delta.index, calls)
+                            self.assertEqual(delta.type, "function")
+                            self.assertEqual(delta.function.arguments, "")
+                            calls[delta.index] = {"name": delta.function.name, "pieces": []}
+                        elif delta.function.arguments:
+                            calls[delta.index]["pieces"].append(delta.function.arguments)
+                self.assertEqual(finish, "tool_calls")
+                got = [(c["name"], "".join(c["pieces"])) for _, c in sorted(calls.items())]
+                self.assertEqual(got, want)
+                for _, call in sorted(calls.items()):
+                    self.assertGreater(len(call["pieces"]), 1, call)
+
 
 if __name__ == "__main__":
     unittest.main(argv=UNITTEST_ARGV, verbosity=2)
