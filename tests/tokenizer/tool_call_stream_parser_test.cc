@@ -101,6 +101,10 @@ std::vector<Case> Cases() {
       {Kind::kArguments, " {\"x\": 3, \"nested\": {\"s\": \"}\\\"\"}} "},
       {Kind::kArguments, "{\"x\": 3"},
       {Kind::kArguments, "[3]"},
+      // Keys named like a call's inside its arguments are arguments.
+      {Kind::kHermes,
+       "<tool_call>{\"name\": \"f\", \"arguments\": {\"name\": \"inner\", \"arguments\": [1], "
+       "\"parameters\": null}}</tool_call>"},
   };
 }
 
@@ -221,6 +225,9 @@ TEST(ToolCallStreamParserTest, OneShotCallsAreWhatTheModelWrote) {
               ElementsAre(FieldsAre("", "forced", R"({"x": 3, "nested": {"s": "}\""}})")));
   EXPECT_THAT(parsed[29].calls, IsEmpty());
   EXPECT_THAT(parsed[30].calls, IsEmpty());
+  EXPECT_THAT(parsed[31].calls,
+              ElementsAre(FieldsAre("", "f",
+                                    R"({"name": "inner", "arguments": [1], "parameters": null})")));
 }
 
 TEST(ToolCallStreamParserTest, ArgumentsGoOutAsTheyAreWrittenAndNeverPastTheirEnd) {
