@@ -8,9 +8,6 @@
 namespace kvserve {
 namespace {
 
-constexpr std::string_view kHermesOpen = "<tool_call>";
-constexpr std::string_view kMistralMarker = "[TOOL_CALLS]";
-
 // SplitMix64: a well-mixed 64-bit value of (seed, index).
 uint64_t Mix(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -44,8 +41,9 @@ std::optional<ToolCallFormat> ToolCallFormatFromName(std::string_view name) {
 }
 
 ToolCallFormat DetectToolCallFormat(std::string_view source) {
-  if (source.find(kHermesOpen) != std::string_view::npos) return ToolCallFormat::kHermes;
-  if (source.find(kMistralMarker) != std::string_view::npos) return ToolCallFormat::kMistral;
+  if (source.find(kHermesToolCallOpen) != std::string_view::npos) return ToolCallFormat::kHermes;
+  if (source.find(kMistralToolCallMarker) != std::string_view::npos)
+    return ToolCallFormat::kMistral;
   if (source.find("<|start_header_id|>") != std::string_view::npos &&
       source.find("\"parameters\"") != std::string_view::npos) {
     return ToolCallFormat::kLlama3Json;

@@ -27,6 +27,13 @@ namespace kvserve {
 
 enum class ToolCallFormat { kNone, kHermes, kLlama3Json, kMistral };
 
+// The formats' markers: what a template teaches (DetectToolCallFormat) and what an output holds
+// (tool_call_stream_parser.h).
+inline constexpr std::string_view kHermesToolCallOpen = "<tool_call>";
+inline constexpr std::string_view kHermesToolCallClose = "</tool_call>";
+inline constexpr std::string_view kLlama3PythonTag = "<|python_tag|>";
+inline constexpr std::string_view kMistralToolCallMarker = "[TOOL_CALLS]";
+
 // "" (none), "hermes", "llama3_json", "mistral": ModelInfo.tool_call_format.
 std::string_view ToolCallFormatName(ToolCallFormat format);
 // The inverse; nullopt for an unknown name.

@@ -12,11 +12,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr std::string_view kHermesOpen = "<tool_call>";
-constexpr std::string_view kHermesClose = "</tool_call>";
-constexpr std::string_view kPythonTag = "<|python_tag|>";
-constexpr std::string_view kMistralMarker = "[TOOL_CALLS]";
-
 bool IsSpace(char c) { return absl::ascii_isspace(static_cast<unsigned char>(c)); }
 
 // (absl::string_view is not std::string_view in the Abseil this builds with.)
@@ -114,7 +109,8 @@ size_t ToolCallStreamParser::content_end() const {
   if (mode_ == Mode::kHermes || mode_ == Mode::kMistral) {
     end = marker_at_;
     if (end == std::string::npos) {
-      const std::string_view marker = mode_ == Mode::kHermes ? kHermesOpen : kMistralMarker;
+      const std::string_view marker =
+          mode_ == Mode::kHermes ? kHermesToolCallOpen : kMistralToolCallMarker;
       end = text_.size();
       for (size_t k = std::min(marker.size() - 1, text_.size()); k > 0; --k) {
         if (BeginsMarker(std::string_view(text_).substr(text_.size() - k), marker)) {
@@ -156,13 +152,13 @@ void ToolCallStreamParser::Scan() {
         if (!ScanAfterValue()) return;
         break;
       case State::kBetween: {
-        const size_t at = text_.find(kHermesOpen, search_from_);
+        const size_t at = text_.find(kHermesToolCallOpen, search_from_);
         if (at == std::string::npos) {
-          search_from_ = std::max(search_from_, MarkerSearchFrom(text_, kHermesOpen));
+          search_from_ = std::max(search_from_, MarkerSearchFrom(text_, kHermesToolCallOpen));
           return;
         }
         AddContentAfterCall(std::string_view(text_).substr(between_begin_, at - between_begin_));
-        pos_ = at + kHermesOpen.size();
+        pos_ = at + kHermesToolCallOpen.size();
         state_ = State::kBeforeValue;
         break;
       }
@@ -176,9 +172,9 @@ bool ToolCallStreamParser::ScanContent() {
   if (mode_ == Mode::kLlama3Json) {
     while (pos_ < text_.size() && IsSpace(text_[pos_])) ++pos_;
     const std::string_view rest = std::string_view(text_).substr(pos_);
-    if (rest.empty() || BeginsMarker(rest, kPythonTag)) return false;
-    if (rest.substr(0, kPythonTag.size()) == kPythonTag) {
-      pos_ += kPythonTag.size();
+    if (rest.empty() || BeginsMarker(rest, kLlama3PythonTag)) return false;
+    if (rest.substr(0, kLlama3PythonTag.size()) == kLlama3PythonTag) {
+      pos_ += kLlama3PythonTag.size();
     } else if (rest.front() != '{') {
       Fail();
       return false;
@@ -186,7 +182,8 @@ bool ToolCallStreamParser::ScanContent() {
     state_ = State::kBeforeValue;
     return true;
   }
-  const std::string_view marker = mode_ == Mode::kHermes ? kHermesOpen : kMistralMarker;
+  const std::string_view marker =
+      mode_ == Mode::kHermes ? kHermesToolCallOpen : kMistralToolCallMarker;
   const size_t at = text_.find(marker, search_from_);
   if (at == std::string::npos) {
     search_from_ = std::max(search_from_, MarkerSearchFrom(text_, marker));
@@ -320,9 +317,9 @@ bool ToolCallStreamParser::ScanAfterValue() {
   if (pos_ == text_.size()) return false;
   const std::string_view rest = std::string_view(text_).substr(pos_);
   if (mode_ == Mode::kHermes) {
-    if (BeginsMarker(rest, kHermesClose)) return false;
-    if (rest.substr(0, kHermesClose.size()) == kHermesClose) {
-      pos_ += kHermesClose.size();
+    if (BeginsMarker(rest, kHermesToolCallClose)) return false;
+    if (rest.substr(0, kHermesToolCallClose.size()) == kHermesToolCallClose) {
+      pos_ += kHermesToolCallClose.size();
       between_begin_ = search_from_ = pos_;
       state_ = State::kBetween;
       return true;
