@@ -24,8 +24,7 @@ kvserve_add_test(NAME tensor_parallel_test
 
 # GGUF parser + config + weights under libFuzzer. Seeds: python3
 # tests/model/gguf_make_fuzz_seeds.py seeds/; then gguf_fuzz -max_total_time=300 corpus/ seeds/.
-# The library itself must be instrumented too (-fsanitize=fuzzer-no-link), or libFuzzer sees no
-# coverage inside the parser: configure with
-# -DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link,address,undefined.
+# KVSERVE_FUZZ=ON instruments the library too (cmake/Sanitizers.cmake), so libFuzzer sees the
+# parser's coverage; scripts/fuzz.sh does all of this.
 kvserve_add_fuzzer(NAME gguf_fuzz SOURCES ${CMAKE_CURRENT_LIST_DIR}/gguf_fuzz.cc
                    LIBS kvserve_model_io)
