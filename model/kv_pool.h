@@ -104,7 +104,8 @@ class HostKvPool {
 
   // KV block transfer: one block's bytes (block_bytes(), KvPool::ReadBlock's layout) read from
   // host block `host` into `out`, or written into it from `in`. Synchronous: they wait for the
-  // stream's pending copies (Loads included) first. REQUIRES: host in range, `out` / `in` hold block_bytes().
+  // stream's pending copies (Loads included) first. REQUIRES: host in range, `out` / `in` hold
+  // block_bytes().
   void ReadHost(int32_t host, char* out);
   void WriteHost(int32_t host, const char* in);
 

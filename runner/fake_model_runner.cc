@@ -89,10 +89,8 @@ absl::StatusOr<StepResult> FakeModelRunner::Execute(const StepPlan& plan) {
   KVSERVE_RETURN_IF_ERROR(CheckHostCopies(plan, config_.num_blocks, config_.num_host_blocks));
   host_copies_.Issue(plan);
   for (const BlockCopy& copy : plan.block_copies) {
-    for (int32_t i = 0; i < block_size; ++i) {
-      kv_[static_cast<size_t>(copy.dst) * block_size + i] =
-          kv_[static_cast<size_t>(copy.src) * block_size + i];
-    }
+    CopyBlock(&kv_[static_cast<size_t>(copy.src) * block_size],
+              &kv_[static_cast<size_t>(copy.dst) * block_size]);
   }
   // "Forward": write every scheduled token's K/V, then read each sampled context back; the loads
   // land only after that, unless the forward had to wait for them.
@@ -105,7 +103,6 @@ absl::StatusOr<StepResult> FakeModelRunner::Execute(const StepPlan& plan) {
     num_computed_tokens_ += item.num_tokens;
   }
   StepResult result;
-  result.waited_for_host_loads = host_copies_.waited();
   for (const RunnerWork& item : work) {
     if (!item.entry->sample) continue;
     const RunnerSequence& seq = *item.sequence;
@@ -132,7 +129,7 @@ absl::StatusOr<StepResult> FakeModelRunner::Execute(const StepPlan& plan) {
       out.top.assign(sample.top.begin(), sample.top.begin() + sample.num_top);
     }
   }
-  host_copies_.Join();
+  result.waited_for_host_loads = host_copies_.Finish();
   sequences_->Commit(work);
   ++num_executed_steps_;
   return result;

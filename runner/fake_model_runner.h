@@ -97,8 +97,9 @@ class FakeModelRunner final : public ModelRunner {
   };
 
   int64_t Slot(const RunnerSequence& seq, int32_t position) const;
-  // The host tier's copies. A load lands at the join, the latest moment HostCopies allows: a
-  // forward that reads a block before its load was joined reads what the block held before.
+  // One block's slots (block copies, the host tier's). A host-tier load lands at the join, the
+  // latest moment HostCopies allows: a forward that reads a block before its load was joined
+  // reads what the block held before.
   void CopyBlock(const SlotContent* from, SlotContent* to) const;
   void RunPendingLoads();
 

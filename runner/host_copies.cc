@@ -34,6 +34,11 @@ void HostCopies::BeforeForward(const std::vector<RunnerWork>& work) {
   }
 }
 
+bool HostCopies::Finish() {
+  Join();
+  return waited_;
+}
+
 void HostCopies::Join() {
   if (loading_blocks_.empty()) return;
   ops_.join();

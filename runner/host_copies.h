@@ -34,13 +34,13 @@ class HostCopies {
   void Issue(const StepPlan& plan);
   // Before the forward over `work`: joins when a block table holds a loading block.
   void BeforeForward(const std::vector<RunnerWork>& work);
-  // After the forward was issued: joins what is still loading.
-  void Join();
-  // Whether this step had to join before its forward (Issue .. BeforeForward): its forward or
-  // its copies waited for a load.
-  bool waited() const { return waited_; }
+  // After the forward was issued (or when there is none): joins what is still loading. Returns
+  // whether the step had to join earlier (Issue .. BeforeForward): its forward or its copies
+  // waited for a load (StepResult::waited_for_host_loads).
+  bool Finish();
 
  private:
+  void Join();
   void JoinEarly();  // a join Issue or BeforeForward needs
 
   Ops ops_;

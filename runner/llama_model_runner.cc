@@ -178,10 +178,7 @@ absl::StatusOr<StepResult> LlamaModelRunner::Execute(const StepPlan& plan) {
   for (const BlockCopy& copy : plan.block_copies) kv_pool_->CopyBlock(copy.src, copy.dst);
   if (work.empty()) {
     StepResult result;
-    if (host_copies_.has_value()) {
-      host_copies_->Join();
-      result.waited_for_host_loads = host_copies_->waited();
-    }
+    result.waited_for_host_loads = host_copies_.has_value() && host_copies_->Finish();
     return result;
   }
 
@@ -197,14 +194,11 @@ absl::StatusOr<StepResult> LlamaModelRunner::Execute(const StepPlan& plan) {
   if (host_copies_.has_value()) host_copies_->BeforeForward(work);
   StartMasks(work);
   const absl::Status forward = model_->ForwardOnDevice(batch_->View(), *kv_pool_);
-  mask_task_.Wait();  // the masks were filled beside the forward
+  mask_thread_.Join();  // the masks were filled beside the forward
   KVSERVE_RETURN_IF_ERROR(forward);
   KVSERVE_RETURN_IF_ERROR(mask_status_);
-  bool waited_for_host_loads = false;
-  if (host_copies_.has_value()) {
-    host_copies_->Join();  // the loads ran beside the forward
-    waited_for_host_loads = host_copies_->waited();
-  }
+  // The loads ran beside the forward.
+  const bool waited_for_host_loads = host_copies_.has_value() && host_copies_->Finish();
   sequences_->Commit(work);
   KVSERVE_ASSIGN_OR_RETURN(StepResult result, Sample(work));
   result.waited_for_host_loads = waited_for_host_loads;
@@ -224,8 +218,8 @@ void LlamaModelRunner::StartMasks(const std::vector<RunnerWork>& work) {
   const int32_t words = Matcher::MaskWords(vocab_size());
   masks_.resize(masked_.size() * static_cast<size_t>(words));
   // The matchers stand where the last step's tokens left them, so this step's masks are known
-  // before its logits; nothing else touches these sequences until Wait.
-  mask_task_.Start([this, words] {
+  // before its logits; nothing else touches these sequences until the join.
+  mask_thread_.Post([this, words] {
     for (size_t i = 0; i < masked_.size() && mask_status_.ok(); ++i) {
       mask_status_ = PrepareMatcher(*masked_[i]);
       if (mask_status_.ok()) {

@@ -27,6 +27,7 @@
 #include <optional>
 #include <vector>
 
+#include "base/task_thread.h"
 #include "engine/model_runner.h"
 #include "kernels/kernels.h"
 #include "kernels/sampling.h"
@@ -35,7 +36,6 @@
 #include "model/forward_batch.h"
 #include "model/kv_pool.h"
 #include "model/llama_model.h"
-#include "runner/background_task.h"
 #include "runner/host_copies.h"
 #include "runner/runner_sequences.h"
 
@@ -91,7 +91,7 @@ class LlamaModelRunner final : public ModelRunner {
 
   // Creates the model for `config`'s limits (once; ProfileKvBytes and Initialize share it).
   absl::Status CreateModel(const RunnerConfig& config);
-  // Structured output: hands the constrained sampling rows of `work` to mask_task_, which fills
+  // Structured output: hands the constrained sampling rows of `work` to mask_thread_, which fills
   // their masks (masked_, masks_, mask_status_) while the forward runs.
   void StartMasks(const std::vector<RunnerWork>& work);
   // Samples the plan's sampling rows after a forward.
@@ -112,7 +112,7 @@ class LlamaModelRunner final : public ModelRunner {
   std::vector<RunnerSequence*> masked_;
   std::vector<uint32_t> masks_;
   absl::Status mask_status_;
-  BackgroundTask mask_task_;  // fills them beside the forward; last, so it stops first
+  TaskThread mask_thread_;  // fills them beside the forward; last, so it stops first
 };
 
 }  // namespace kvserve

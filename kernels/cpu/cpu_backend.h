@@ -18,7 +18,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "kernels/cpu/copy_thread.h"
+#include "base/task_thread.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/kernels.h"
 
@@ -74,10 +74,10 @@ class CpuBackend : public Backend {
   void CopyToDevice(void* dst, const void* src, size_t bytes) override;
   void CopyToHost(void* dst, const void* src, size_t bytes) override;
   void CopyOnDevice(void* dst, const void* src, size_t bytes) override;
-  // On the copy thread (copy_thread.h): the calling thread computes meanwhile.
-  void CopyFromHostBeside(const CopyRegion* regions, int count) override {
-    copies_.Queue(regions, count);
-  }
+  // On a thread of their own (copies_), in order: the calling thread computes meanwhile. With as
+  // many busy compute threads as cores the copies time-share a core with them; what that buys
+  // is that no step waits for a copy it does not read, not free bandwidth.
+  void CopyFromHostBeside(const CopyRegion* regions, int count) override;
   void JoinCopies() override { copies_.Join(); }
   void Memset(void* dst, int value, size_t bytes) override;
   MemoryInfo GetMemoryInfo() const override;
@@ -114,7 +114,7 @@ class CpuBackend : public Backend {
 
  private:
   ThreadPool pool_;
-  CopyThread copies_;
+  TaskThread copies_;  // CopyFromHostBeside's
   bool pack_weights_;
   // Rope's table for the positions and inverse frequencies it last saw (all the angles depend
   // on). Every layer of a step rotates at the same positions, so a step computes the table once,

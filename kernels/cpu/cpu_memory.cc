@@ -51,6 +51,13 @@ void CpuBackend::CopyToHost(void* dst, const void* src, size_t bytes) {
   std::memcpy(dst, src, bytes);
 }
 
+void CpuBackend::CopyFromHostBeside(const CopyRegion* regions, int count) {
+  if (count <= 0) return;
+  copies_.Post([batch = std::vector<CopyRegion>(regions, regions + count)] {
+    for (const CopyRegion& region : batch) std::memcpy(region.dst, region.src, region.bytes);
+  });
+}
+
 void CpuBackend::CopyOnDevice(void* dst, const void* src, size_t bytes) {
   std::memmove(dst, src, bytes);
 }
