@@ -1,5 +1,8 @@
 // Kernel micro-benchmarks on the CPU backend.
-//   BM_Linear               sgemm through cpu::Linear; counter FLOP/s (2 * M * N * K per call)
+//   BM_Linear               cpu::Linear on f32 weights, T tokens x in x out, on 1 thread or a
+//                           2-thread pool; counter FLOP/s (2 * T * in * out per call)
+//   BM_Sgemm                OpenBLAS SGEMM on the same shapes with 1 or 2 OpenBLAS threads: the
+//                           reference GEMM rate of this machine
 //   BM_TypedLinear          cpu::Linear on weights stored as f32 / bf16 / f16 / q8_0 / q4_1 / q4_k
 //   /
 //                           q6_k at SmolLM2-135M shapes (576->1536 up/gate, 1536->576 down,
@@ -22,6 +25,7 @@
 //                           (full sort), with 5 logprobs and penalties over a 512-token history.
 // Run: build-kernels/bench/kernels_bench --benchmark_min_time=1 (figures in bench/RESULTS.md)
 #include <benchmark/benchmark.h>
+#include <cblas.h>
 
 #include <algorithm>
 #include <chrono>
@@ -29,6 +33,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -48,26 +53,55 @@ void BM_Linear(benchmark::State& state) {
   const int m = static_cast<int>(state.range(0));  // tokens
   const int k = static_cast<int>(state.range(1));  // in_features
   const int n = static_cast<int>(state.range(2));  // out_features
+  const int threads = static_cast<int>(state.range(3));
   std::mt19937 rng(1);
   const std::vector<float> x = testing::RandomFloats(size_t{1} * m * k, rng);
   const std::vector<float> w = testing::RandomFloats(size_t{1} * n * k, rng);
   std::vector<float> y(size_t{1} * m * n);
+  cpu::ThreadPool pool(threads);
   for (auto _ : state) {
-    cpu::Linear({x.data(), w.data(), nullptr, y.data(), m, k, n});
+    cpu::Linear({x.data(), w.data(), nullptr, y.data(), m, k, n}, threads > 1 ? &pool : nullptr);
     benchmark::DoNotOptimize(y.data());
   }
   state.counters["FLOP/s"] =
       benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_Linear)
-    ->Args({1, 576, 1536})
-    ->Args({4, 576, 1536})
-    ->Args({8, 576, 1536})
-    ->Args({512, 576, 1536})
-    ->Args({512, 576, 49152})
-    ->Args({2048, 2048, 2048})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+
+void BM_Sgemm(benchmark::State& state) {
+  const int m = static_cast<int>(state.range(0));
+  const int k = static_cast<int>(state.range(1));
+  const int n = static_cast<int>(state.range(2));
+  openblas_set_num_threads(static_cast<int>(state.range(3)));
+  std::mt19937 rng(1);
+  const std::vector<float> x = testing::RandomFloats(size_t{1} * m * k, rng);
+  const std::vector<float> w = testing::RandomFloats(size_t{1} * n * k, rng);
+  std::vector<float> y(size_t{1} * m * n);
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x.data(), k, w.data(), k,
+                0.0f, y.data(), n);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["FLOP/s"] =
+      benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void LinearShapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"tokens", "in", "out", "threads"});
+  for (int threads : {1, 2}) {
+    for (auto [m, k, n] : {std::tuple{1, 576, 1536},
+                           {8, 576, 1536},
+                           {128, 576, 1536},
+                           {512, 576, 1536},
+                           {512, 1536, 576},
+                           {512, 576, 576},
+                           {2048, 2048, 2048}}) {
+      b->Args({m, k, n, threads});
+    }
+  }
+  b->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+BENCHMARK(BM_Linear)->Apply(LinearShapes);
+BENCHMARK(BM_Sgemm)->Apply(LinearShapes);
 
 // Sums floats [begin, end) of data; vectorised, several accumulators.
 float SumRange(const float* data /* [n] */, size_t begin, size_t end) {

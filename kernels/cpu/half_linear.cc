@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/dense_rows.h"
 
 namespace kvserve::kernels::cpu {
 namespace {
@@ -72,7 +73,13 @@ void HalfLinear(const LinearParams& p, ThreadPool* pool, CpuIsa isa) {
   } else if (isa == CpuIsa::kAvx512) {
     rows = HalfRowsAvx512(p.w_dtype);
   } else if (isa == CpuIsa::kAvx2) {
-    rows = HalfRowsAvx2(p.w_dtype);
+    const DenseRowsArgs dense{p.w,           p.w_dtype, p.x,           p.num_tokens,
+                              p.in_features, p.y,       p.out_features};
+    ParallelForRanges(
+        pool, p.out_features, DenseRowsPerItem(p.num_tokens), [&](int64_t begin, int64_t end) {
+          DenseRowsAvx2(dense, static_cast<int32_t>(begin), static_cast<int32_t>(end));
+        });
+    return;
   }
   ParallelForRanges(pool, p.out_features, kRowsPerItem, [&](int64_t begin, int64_t end) {
     rows(args, static_cast<int32_t>(begin), static_cast<int32_t>(end));

@@ -1,14 +1,16 @@
 // Linear layers on 16-bit weights (bf16, f16), computed from the weights as stored: each weight
 // chunk is widened to fp32 in registers (F16C vcvtph2ps for f16, a 16-bit shift for bf16) and
-// multiplied into fp32 accumulators with FMA, once per group of up to four tokens. Where the CPU
+// multiplied into fp32 accumulators with FMA (on AVX2, dense_rows.h's register tiles, which
+// also compute f32 weights). Where the CPU
 // has AVX512-BF16, bf16 weights instead meet x rounded to bf16 (once per call, into a scratch
 // buffer that only grows) in vdpbf16ps, which multiplies bf16 pairs and accumulates in fp32: half
 // the loads and no widening, at the cost of rounding x to 8 bits of mantissa (relative error
 // <= 2^-9 per element).
 //
-// Kernels per instruction set (cpu_isa.h): half_linear.cc (scalar reference), half_dot_avx2.cc,
-// half_dot_avx512.cc. As quant_linear.h, this header holds only declarations and plain structs.
-// Thread-safety: the kernels are pure functions of their arguments.
+// Kernels per instruction set (cpu_isa.h): half_linear.cc (scalar reference), dense_rows.h (AVX2,
+// shared with f32 weights), half_dot_avx512.cc; half_dot_avx2.cc holds the AVX2 conversions. As
+// quant_linear.h, this header holds only declarations and plain structs. Thread-safety: the kernels
+// are pure functions of their arguments.
 #ifndef KVSERVE_KERNELS_CPU_HALF_LINEAR_H_
 #define KVSERVE_KERNELS_CPU_HALF_LINEAR_H_
 
@@ -45,7 +47,6 @@ using HalfRowsFn = void (*)(const HalfRowsArgs& args, int32_t row_begin, int32_t
 // The kernel for w_dtype (kBF16 or kF16; nullptr otherwise) per instruction set. Call the SIMD
 // ones only where the CPU has them (HalfRowsAvx512Bf16: CpuHasAvx512Bf16()).
 HalfRowsFn HalfRowsScalar(DType w_dtype);
-HalfRowsFn HalfRowsAvx2(DType w_dtype);
 HalfRowsFn HalfRowsAvx512(DType w_dtype);
 void HalfRowsAvx512Bf16(const HalfRowsArgs& args, int32_t row_begin, int32_t row_end);
 

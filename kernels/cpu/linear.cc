@@ -3,29 +3,17 @@
 // GGUF block types to quant_linear.h, which compute from the weights as stored (no fp32 copy) on
 // the thread pool with the SIMD level ActiveCpuIsa() picks (cpu_isa.h).
 //
-// f32 weights, three regimes by the number of tokens T:
-//  - T == 1: our own GEMV on the thread pool, four rows of W per pass (independent chains), each
-//    row's dot product the same operations as in the small-batch kernel, so a token's result is
-//    the same alone or in a batch of up to kMaxSmallBatch. It measured 1.1-1.2x OpenBLAS's SGEMV
-//    (with OpenBLAS's own threads) on batch-1 decode of SmolLM2 f32 (bench/RESULTS.md).
-//  - 1 < T <= kMaxSmallBatch (batched decode): our own kernel, which multiplies each row of W with
-//    four token rows per pass while the row sits in L1. OpenBLAS SGEMM packs all of W on every
-//    call and pays a fixed cost that dominates at small T (8 x 576 x 1536: ~276 us, three times
-//    this kernel on the dev machine), and one SGEMV per token reads W T times.
-//    Its output rows are split over the thread pool when one is given.
-//  - larger T (prefill): SGEMM (OpenBLAS threads).
-// (An earlier pool measured worse for T == 1, 26 ms per batch-1 step against SGEMV's 17 ms: its
-// wake-ups cost more than OpenBLAS's spinning threads then.)
+// f32 weights with AVX2: dense_rows.h's register tiles at every batch size (4 rows x 1 token for a
+// decode, 3 rows x 4 tokens for a batch), on the thread pool, each token's result the same bits
+// alone or in any batch. On this project's machines they measured 1.1-1.2x OpenBLAS SGEMV for one
+// token, 2-4x SGEMM at 4-16 tokens (SGEMM packs all of W on every call), and 0.88-1.0x SGEMM at
+// 128-512 tokens (bench/RESULTS.md), so the batch invariance costs prefill little.
+// Without AVX2: a portable loop up to kMaxSmallBatch tokens, SGEMM (OpenBLAS threads) above.
 #include <cblas.h>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
-#include <algorithm>
-
-#include "kernels/cpu/avx2_reduce.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/dense_rows.h"
 #include "kernels/cpu/half_linear.h"
 #include "kernels/cpu/quant_linear.h"
 
@@ -50,98 +38,6 @@ void SmallBatchRowsGeneric(const LinearParams& p, int row_begin, int row_end) {
   }
 }
 
-#if defined(__x86_64__)
-// The same with AVX2 + FMA: four tokens per pass over a row of W, so each 8-float chunk of W is
-// loaded once for four FMAs into four named accumulators (kept in registers).
-__attribute__((target("avx2,fma"))) void SmallBatchRowsAvx2(const LinearParams& p, int row_begin,
-                                                            int row_end) {
-  const int in = p.in_features;
-  const int in8 = in - in % 8;
-  for (int t0 = 0; t0 < p.num_tokens; t0 += 4) {
-    const int tokens = std::min(4, p.num_tokens - t0);
-    // [in] each; slots past the last real token repeat it (computed, not stored).
-    const float* x0 = p.x + static_cast<int64_t>(t0) * in;
-    const float* x1 = p.x + static_cast<int64_t>(t0 + std::min(1, tokens - 1)) * in;
-    const float* x2 = p.x + static_cast<int64_t>(t0 + std::min(2, tokens - 1)) * in;
-    const float* x3 = p.x + static_cast<int64_t>(t0 + std::min(3, tokens - 1)) * in;
-    const float* xs[4] = {x0, x1, x2, x3};
-    for (int o = row_begin; o < row_end; ++o) {
-      const float* w = static_cast<const float*>(p.w) + static_cast<int64_t>(o) * in;  // [in]
-      __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-      __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
-      for (int i = 0; i < in8; i += 8) {
-        const __m256 wv = _mm256_loadu_ps(w + i);
-        acc0 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x0 + i), acc0);
-        acc1 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x1 + i), acc1);
-        acc2 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x2 + i), acc2);
-        acc3 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x3 + i), acc3);
-      }
-      const float sums[4] = {HorizontalSum(acc0), HorizontalSum(acc1), HorizontalSum(acc2),
-                             HorizontalSum(acc3)};
-      for (int j = 0; j < tokens; ++j) {
-        float sum = sums[j];
-        for (int i = in8; i < in; ++i) sum += w[i] * xs[j][i];
-        p.y[static_cast<int64_t>(t0 + j) * p.out_features + o] = sum;
-      }
-    }
-  }
-}
-
-// One token (x = p.x) against rows [row_begin, row_end), four rows per pass. Per row the
-// arithmetic of SmallBatchRowsAvx2: one 8-lane FMA chain over the row, HorizontalSum, the tail.
-__attribute__((target("avx2,fma"))) void GemvRowsAvx2(const LinearParams& p, int row_begin,
-                                                      int row_end) {
-  const int in = p.in_features;
-  const int in8 = in - in % 8;
-  const float* x = p.x;  // [in]
-  const auto* weights = static_cast<const float*>(p.w);
-  int o = row_begin;
-  for (; o + 4 <= row_end; o += 4) {
-    const float* w0 = weights + static_cast<int64_t>(o) * in;  // [4, in]
-    const float* w1 = w0 + in;
-    const float* w2 = w1 + in;
-    const float* w3 = w2 + in;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
-    for (int i = 0; i < in8; i += 8) {
-      const __m256 xv = _mm256_loadu_ps(x + i);
-      acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + i), xv, acc0);
-      acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + i), xv, acc1);
-      acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + i), xv, acc2);
-      acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + i), xv, acc3);
-    }
-    const float* rows[4] = {w0, w1, w2, w3};
-    const float sums[4] = {HorizontalSum(acc0), HorizontalSum(acc1), HorizontalSum(acc2),
-                           HorizontalSum(acc3)};
-    for (int j = 0; j < 4; ++j) {
-      float sum = sums[j];
-      for (int i = in8; i < in; ++i) sum += rows[j][i] * x[i];
-      p.y[o + j] = sum;
-    }
-  }
-  if (o < row_end) SmallBatchRowsAvx2(p, o, row_end);
-}
-
-bool HasAvx2Fma() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-}
-#endif
-
-void SmallBatchRows(const LinearParams& p, int row_begin, int row_end) {
-#if defined(__x86_64__)
-  if (HasAvx2Fma()) return SmallBatchRowsAvx2(p, row_begin, row_end);
-#endif
-  SmallBatchRowsGeneric(p, row_begin, row_end);
-}
-
-void GemvRows(const LinearParams& p, int row_begin, int row_end) {
-#if defined(__x86_64__)
-  if (HasAvx2Fma()) return GemvRowsAvx2(p, row_begin, row_end);
-#endif
-  SmallBatchRowsGeneric(p, row_begin, row_end);
-}
-
 void ForRows(const LinearParams& p, ThreadPool* pool, void (*rows)(const LinearParams&, int, int)) {
   ParallelForRanges(pool, p.out_features, kRowsPerItem, [&](int64_t begin, int64_t end) {
     rows(p, static_cast<int>(begin), static_cast<int>(end));
@@ -157,10 +53,15 @@ void AddBias(const LinearParams& p) {
 }
 
 void LinearF32(const LinearParams& p, ThreadPool* pool) {
-  if (p.num_tokens == 1) {
-    ForRows(p, pool, &GemvRows);
+  if (ActiveCpuIsa() >= CpuIsa::kAvx2) {
+    const DenseRowsArgs args{p.w,           DType::kF32, p.x,           p.num_tokens,
+                             p.in_features, p.y,         p.out_features};
+    ParallelForRanges(pool, p.out_features, DenseRowsPerItem(p.num_tokens),
+                      [&](int64_t begin, int64_t end) {
+                        DenseRowsAvx2(args, static_cast<int32_t>(begin), static_cast<int32_t>(end));
+                      });
   } else if (p.num_tokens <= kMaxSmallBatch) {
-    ForRows(p, pool, &SmallBatchRows);
+    ForRows(p, pool, &SmallBatchRowsGeneric);
   } else {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, p.num_tokens, p.out_features,
                 p.in_features, 1.0f, p.x, p.in_features, static_cast<const float*>(p.w),

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace kvserve::kernels {
@@ -263,9 +264,10 @@ TEST_P(CpuKernelsTest, BackendGivesTheSingleThreadBitsWhenItSplitsTokens) {
 
 INSTANTIATE_TEST_SUITE_P(Tokens, CpuKernelsTest, ::testing::Values(1, 4, 5, 37));
 
-// Every regime of cpu::Linear (the GEMV for one token, the small-batch kernel for 2..16, each
-// with and without the pool, SGEMM above) against a double-precision loop; sizes that are not
-// multiples of the kernel's 8-float chunks, 4-row or 4-token groups or 64-row work items.
+// Every regime of cpu::Linear on f32 weights (with AVX2, the dense-rows kernel's one-token and
+// batch tiles; without, the portable loop up to 16 tokens and SGEMM above), each with and without
+// the pool, against a double-precision loop; sizes that are not multiples of the kernel's 8-float
+// chunks, 3- and 4-row or 4-token tiles or 64-row work items.
 TEST(CpuLinearTest, EveryBatchSizeMatchesNaiveLoopWithAndWithoutPool) {
   std::mt19937 rng(7);
   cpu::ThreadPool pool(2);
@@ -291,26 +293,50 @@ TEST(CpuLinearTest, EveryBatchSizeMatchesNaiveLoopWithAndWithoutPool) {
   }
 }
 
-// A token's f32 Linear is the same bits alone (the GEMV) as in a batch of up to 16 (the
-// small-batch kernel), so a decode does not depend on how many sequences decode beside it.
-TEST(CpuLinearTest, OneTokenAloneMatchesItsRowInSmallBatchesBitForBit) {
+// A token's Linear on dense weights (f32, bf16, f16) is the same bits alone (a decode) as in a
+// batch of any size (a prefill, batched decode), so a token's result does not depend on how many
+// tokens run beside it. With AVX2 (the dense-rows kernel) for every type; f32 below AVX2 only up
+// to 16 tokens (SGEMM above). The 16-bit types on their AVX2 kernel: the AVX-512 ones (a machine
+// that has them) are not this kernel.
+TEST(CpuLinearTest, OneTokenAloneMatchesItsRowInAnyBatchBitForBit) {
   std::mt19937 rng(8);
   std::printf("seed 8\n");
   cpu::ThreadPool pool(2);
   const int in = 77, out_features = 130;
   const std::vector<float> w = RandomFloats(out_features * in, rng);
-  for (int tokens : {2, 3, 5, 16}) {
-    const std::vector<float> x = RandomFloats(tokens * in, rng);
-    std::vector<float> batch(tokens * out_features);
-    cpu::Linear({x.data(), w.data(), nullptr, batch.data(), tokens, in, out_features}, &pool);
-    for (int t = 0; t < tokens; ++t) {
-      std::vector<float> alone(out_features);
-      cpu::Linear({x.data() + t * in, w.data(), nullptr, alone.data(), 1, in, out_features}, &pool);
-      ASSERT_EQ(alone, std::vector<float>(batch.begin() + t * out_features,
-                                          batch.begin() + (t + 1) * out_features))
-          << "token " << t << " of " << tokens;
+  std::vector<uint16_t> w_bf16(w.size()), w_f16(w.size());
+  for (size_t i = 0; i < w.size(); ++i) {
+    w_bf16[i] = FloatToBFloat16(w[i]);
+    w_f16[i] = FloatToHalf(w[i]);
+  }
+  struct Weights {
+    DType dtype;
+    const void* data;
+  };
+  const bool avx2 = cpu::DetectedCpuIsa() >= cpu::CpuIsa::kAvx2;
+  if (avx2) cpu::SetCpuIsaCapForTesting(cpu::CpuIsa::kAvx2);
+  std::vector<Weights> types = {{DType::kF32, w.data()}};
+  if (avx2) types.insert(types.end(), {{DType::kBF16, w_bf16.data()}, {DType::kF16, w_f16.data()}});
+  for (const Weights& weights : types) {
+    for (int tokens : {2, 3, 5, 16, 17, 37, 100}) {
+      if (!avx2 && tokens > 16) continue;
+      const std::vector<float> x = RandomFloats(tokens * in, rng);
+      std::vector<float> batch(tokens * out_features);
+      cpu::Linear(
+          {x.data(), weights.data, nullptr, batch.data(), tokens, in, out_features, weights.dtype},
+          &pool);
+      for (int t = 0; t < tokens; ++t) {
+        std::vector<float> alone(out_features);
+        cpu::Linear({x.data() + t * in, weights.data, nullptr, alone.data(), 1, in, out_features,
+                     weights.dtype},
+                    &pool);
+        ASSERT_EQ(alone, std::vector<float>(batch.begin() + t * out_features,
+                                            batch.begin() + (t + 1) * out_features))
+            << "token " << t << " of " << tokens << ", " << DTypeName(weights.dtype);
+      }
     }
   }
+  cpu::SetCpuIsaCapForTesting(cpu::CpuIsa::kAvx512);
 }
 
 TEST(ThreadPoolTest, RunsEveryItemExactlyOnceWithValidThreadIndex) {
