@@ -266,35 +266,58 @@ __attribute__((target("avx2,fma"))) void PrepareAvx2(const ChunkUpdate& c) {
   }
 }
 
-// Rows [r0, r0 + 8) together, where all of them see all c.keys keys of the chunk: the rows in
-// the lanes (q_t), so a chunk's scores are FMA chains with one key's element broadcast, and the
-// softmax is vertical across keys with no reduction inside a vector. Each row gets the
-// operations of UpdateRowAvx2, in the same order: lane e of a key's chain there is the chain over
-// dimensions e, e + 8, ... here; SumEach8's tree, ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 +
-// p7)), is summed across the chains; the max is exact; the weights go through ExpEach8; their sum
-// is HorizontalSum's tree across keys, ((w0 + w4) + (w2 + w6)) + ((w1 + w5) + (w3 + w7)).
-__attribute__((target("avx2,fma"))) void UpdateGroupAvx2(const ChunkUpdate& c, int r0) {
-  const float* qt = c.q_t + static_cast<int64_t>(r0) * c.head_dim;  // [head_dim][8 rows]
-  __m256 chain[kAvx2Keys][kAvx2Keys];                               // [lane e][key]
-  for (int e = 0; e < kAvx2Keys; ++e) {
-    __m256 acc[kAvx2Keys];
-    const __m256 q0 = _mm256_loadu_ps(qt + e * kAvx2Rows);
+// The FMA chains of kGroups groups of 8 rows from r0 against the chunk: chain[g][e][k], lane i
+// being row r0 + 8g + i's chain over dimensions e, e + 8, ... with key k. Two groups take the
+// keys 4 at a time, so each broadcast key element serves 16 rows.
+template <int kGroups>
+__attribute__((target("avx2,fma"))) void GroupChains(const ChunkUpdate& c, int r0,
+                                                     __m256 (*chain)[kAvx2Keys][kAvx2Keys]) {
+  constexpr int kKeys = kGroups == 1 ? kAvx2Keys : kAvx2Keys / 2;   // keys per pass
+  const float* qt = c.q_t + static_cast<int64_t>(r0) * c.head_dim;  // [groups][head_dim][8]
+  const int64_t group_stride = static_cast<int64_t>(kAvx2Rows) * c.head_dim;
+  for (int k0 = 0; k0 < kAvx2Keys; k0 += kKeys) {
+    const float* kb = c.k + static_cast<int64_t>(k0) * c.head_dim;
+    for (int e = 0; e < kAvx2Keys; ++e) {
+      __m256 acc[kGroups][kKeys];
+#pragma GCC unroll 2
+      for (int g = 0; g < kGroups; ++g) {
+        const __m256 q = _mm256_loadu_ps(qt + g * group_stride + e * kAvx2Rows);
 #pragma GCC unroll 8
-    for (int k = 0; k < kAvx2Keys; ++k) {
-      acc[k] =
-          _mm256_mul_ps(q0, _mm256_broadcast_ss(c.k + static_cast<int64_t>(k) * c.head_dim + e));
-    }
-    for (int d = e + 8; d < c.head_dim; d += 8) {
-      const __m256 q = _mm256_loadu_ps(qt + static_cast<int64_t>(d) * kAvx2Rows);
+        for (int k = 0; k < kKeys; ++k) {
+          acc[g][k] = _mm256_mul_ps(q, _mm256_broadcast_ss(kb + k * c.head_dim + e));
+        }
+      }
+      for (int d = e + 8; d < c.head_dim; d += 8) {
+        __m256 q[kGroups];
+#pragma GCC unroll 2
+        for (int g = 0; g < kGroups; ++g) {
+          q[g] = _mm256_loadu_ps(qt + g * group_stride + static_cast<int64_t>(d) * kAvx2Rows);
+        }
 #pragma GCC unroll 8
-      for (int k = 0; k < kAvx2Keys; ++k) {
-        acc[k] = _mm256_fmadd_ps(
-            q, _mm256_broadcast_ss(c.k + static_cast<int64_t>(k) * c.head_dim + d), acc[k]);
+        for (int k = 0; k < kKeys; ++k) {
+          const __m256 key = _mm256_broadcast_ss(kb + k * c.head_dim + d);
+#pragma GCC unroll 2
+          for (int g = 0; g < kGroups; ++g) acc[g][k] = _mm256_fmadd_ps(q[g], key, acc[g][k]);
+        }
+      }
+#pragma GCC unroll 2
+      for (int g = 0; g < kGroups; ++g) {
+#pragma GCC unroll 8
+        for (int k = 0; k < kKeys; ++k) chain[g][e][k0 + k] = acc[g][k];
       }
     }
-#pragma GCC unroll 8
-    for (int k = 0; k < kAvx2Keys; ++k) chain[e][k] = acc[k];
   }
+}
+
+// Rows [r0, r0 + 8) together, where all of them see all c.keys keys of the chunk, from their
+// chains (GroupChains): the rows in the lanes, so the softmax is vertical across keys with no
+// reduction inside a vector. Each row gets the operations of UpdateRowAvx2, in the same order:
+// lane e of a key's chain there is the chain over dimensions e, e + 8, ... here; SumEach8's tree,
+// ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7)), is summed across the chains; the max is
+// exact; the weights go through ExpEach8; their sum is HorizontalSum's tree across keys,
+// ((w0 + w4) + (w2 + w6)) + ((w1 + w5) + (w3 + w7)).
+__attribute__((target("avx2,fma"))) void FinishGroupAvx2(
+    const ChunkUpdate& c, int r0, const __m256 (&chain)[kAvx2Keys][kAvx2Keys]) {
   // The scores (keys past c.keys were read as the next block's or the scratch's keys: unused).
   __m256 scores[kAvx2Keys];
   __m256 new_max = _mm256_loadu_ps(c.row_max + r0);
@@ -374,9 +397,17 @@ __attribute__((target("avx2,fma"))) void UpdateGroupAvx2(const ChunkUpdate& c, i
   }
 }
 
+// One group of 8 rows from r0, or two (r0 and r0 + 8), that all see the chunk's every key.
+template <int kGroups>
+__attribute__((target("avx2,fma"))) void UpdateGroupsAvx2(const ChunkUpdate& c, int r0) {
+  __m256 chain[kGroups][kAvx2Keys][kAvx2Keys];
+  GroupChains<kGroups>(c, r0, chain);
+  for (int g = 0; g < kGroups; ++g) FinishGroupAvx2(c, r0 + g * kAvx2Rows, chain[g]);
+}
+
 // A decode's few rows go one at a time; a prompt's tile takes whole groups of 8 rows together
 // (PrepareAvx2 has transposed them) wherever all 8 see the whole chunk, and the rest one at a
-// time. The same bits either way (see UpdateGroupAvx2).
+// time. The same bits either way (see FinishGroupAvx2).
 __attribute__((target("avx2,fma"))) void UpdateChunkAvx2(const ChunkUpdate& c) {
   auto valid_of = [&c](int r) { return std::min(c.keys, c.visible + r / c.group); };
   auto row = [&](int r) {
@@ -385,12 +416,17 @@ __attribute__((target("avx2,fma"))) void UpdateChunkAvx2(const ChunkUpdate& c) {
   };
   int r = 0;
   if (c.q_t != nullptr) {
-    for (; r + kAvx2Rows <= c.rows; r += kAvx2Rows) {
+    while (r + kAvx2Rows <= c.rows) {
       // valid_of does not fall as r grows: if a group's first row sees the whole chunk, all do.
-      if (valid_of(r) == c.keys) {
-        UpdateGroupAvx2(c, r);
-      } else {
+      if (valid_of(r) != c.keys) {
         for (int i = r; i < r + kAvx2Rows; ++i) row(i);
+        r += kAvx2Rows;
+      } else if (r + 2 * kAvx2Rows <= c.rows) {
+        UpdateGroupsAvx2<2>(c, r);
+        r += 2 * kAvx2Rows;
+      } else {
+        UpdateGroupsAvx2<1>(c, r);
+        r += kAvx2Rows;
       }
     }
   }
