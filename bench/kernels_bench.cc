@@ -1,6 +1,7 @@
 // Kernel micro-benchmarks on the CPU backend.
 //   BM_Linear               cpu::Linear on f32 weights, T tokens x in x out, on 1 thread or a
-//                           2-thread pool; counter FLOP/s (2 * T * in * out per call)
+//                           2-thread pool, rows as stored and packed in panels (dense_panels.h);
+//                           counter FLOP/s (2 * T * in * out per call)
 //   BM_Sgemm                OpenBLAS SGEMM on the same shapes with 1 or 2 OpenBLAS threads: the
 //                           reference GEMM rate of this machine
 //   BM_TypedLinear          cpu::Linear on weights stored as f32 / bf16 / f16 / q8_0 / q4_1 / q4_k
@@ -54,13 +55,19 @@ void BM_Linear(benchmark::State& state) {
   const int k = static_cast<int>(state.range(1));  // in_features
   const int n = static_cast<int>(state.range(2));  // out_features
   const int threads = static_cast<int>(state.range(3));
+  const bool packed = state.range(4) != 0;
+  if (packed && cpu::ActiveCpuIsa() < cpu::CpuIsa::kAvx2) {
+    state.SkipWithError("no AVX2: no panel kernel");
+    return;
+  }
   std::mt19937 rng(1);
   const std::vector<float> x = testing::RandomFloats(size_t{1} * m * k, rng);
-  const std::vector<float> w = testing::RandomFloats(size_t{1} * n * k, rng);
+  const std::vector<uint8_t> w = testing::RandomWeightsAs(n, k, DType::kF32, packed, rng);
   std::vector<float> y(size_t{1} * m * n);
   cpu::ThreadPool pool(threads);
   for (auto _ : state) {
-    cpu::Linear({x.data(), w.data(), nullptr, y.data(), m, k, n}, threads > 1 ? &pool : nullptr);
+    cpu::Linear({x.data(), w.data(), nullptr, y.data(), m, k, n, DType::kF32, packed},
+                threads > 1 ? &pool : nullptr);
     benchmark::DoNotOptimize(y.data());
   }
   state.counters["FLOP/s"] =
@@ -85,8 +92,9 @@ void BM_Sgemm(benchmark::State& state) {
       benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void LinearShapes(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"tokens", "in", "out", "threads"});
+// The shapes; with `packed`, each as rows and as panels (BM_Linear's fifth argument).
+void Shapes(benchmark::internal::Benchmark* b, bool packed) {
+  b->ArgNames({"tokens", "in", "out", "threads", "packed"});
   for (int threads : {1, 2}) {
     for (auto [m, k, n] : {std::tuple{1, 576, 1536},
                            {8, 576, 1536},
@@ -95,20 +103,39 @@ void LinearShapes(benchmark::internal::Benchmark* b) {
                            {512, 1536, 576},
                            {512, 576, 576},
                            {2048, 2048, 2048}}) {
-      b->Args({m, k, n, threads});
+      b->Args({m, k, n, threads, 0});
+      if (packed) b->Args({m, k, n, threads, 1});
     }
   }
   b->Unit(benchmark::kMillisecond)->UseRealTime();
 }
+void LinearShapes(benchmark::internal::Benchmark* b) { Shapes(b, true); }
+void SgemmShapes(benchmark::internal::Benchmark* b) { Shapes(b, false); }
 BENCHMARK(BM_Linear)->Apply(LinearShapes);
-BENCHMARK(BM_Sgemm)->Apply(LinearShapes);
+BENCHMARK(BM_Sgemm)->Apply(SgemmShapes);
 
-// Sums floats [begin, end) of data; vectorised, several accumulators.
+// Sums the bits of floats [begin, end) of data as pairs of 64-bit integers (16-byte vector loads),
+// 8 chains each reading its own eighth of the range: the 8 streams a decode kernel's 8 weight
+// panels make, which keep more reads in flight than one stream. (Until 2026-12-05 this was one
+// float chain over one stream: 9.3 GB/s a core, bound by the adds, under what the f32 panels'
+// decode reads on two cores, 37-40 GB/s.)
 float SumRange(const float* data /* [n] */, size_t begin, size_t end) {
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (size_t i = begin; i < end; ++i) sum += data[i];
-  return sum;
+  using Pair = uint64_t __attribute__((vector_size(16)));
+  constexpr size_t kChains = 8;
+  const size_t part = (end - begin) / 4 / kChains;  // 16-byte vectors per chain
+  const auto* bytes = reinterpret_cast<const char*>(data + begin);
+  Pair sums[kChains] = {};
+  for (size_t i = 0; i < part; ++i) {
+    for (size_t j = 0; j < kChains; ++j) {
+      Pair v;
+      std::memcpy(&v, bytes + (j * part + i) * sizeof(Pair), sizeof(Pair));
+      sums[j] += v;
+    }
+  }
+  uint64_t total = 0;
+  for (size_t i = begin + kChains * part * 4; i < end; ++i) total += static_cast<uint64_t>(data[i]);
+  for (const Pair& s : sums) total ^= s[0] ^ s[1];
+  return static_cast<float>(total & 0xffff);
 }
 
 // Reads the whole buffer once on pool (in 1 MiB chunks); returns the sum.
@@ -285,7 +312,7 @@ void TypedLinearArgs(benchmark::internal::Benchmark* b) {
       for (const auto& [in, out] : {std::pair{576, 1536}, {1536, 576}, {576, 49152}}) {
         if (in % GetDTypeInfo(type).block_elements != 0) continue;
         b->Args({static_cast<int64_t>(type), tokens, in, out, 0});
-        if (cpu::IsPackableQuantType(type))
+        if (cpu::IsPackableQuantType(type) || cpu::HasDensePanels(type))
           b->Args({static_cast<int64_t>(type), tokens, in, out, 1});
       }
     }
@@ -302,7 +329,7 @@ void BM_TypedLinearCompute(benchmark::State& state) {
   const int in = static_cast<int>(state.range(2));
   const int out = static_cast<int>(state.range(3));
   const bool packed = state.range(4) != 0;
-  if (packed && !cpu::IsPackableQuantType(type)) {
+  if (packed && !cpu::IsPackableQuantType(type) && !cpu::HasDensePanels(type)) {
     state.SkipWithError("not packable");
     return;
   }
@@ -321,7 +348,7 @@ void BM_TypedLinearCompute(benchmark::State& state) {
 BENCHMARK(BM_TypedLinearCompute)
     ->ArgNames({"dtype", "T", "in", "out", "packed"})
     ->ArgsProduct({{static_cast<int64_t>(DType::kQ8_0), static_cast<int64_t>(DType::kQ4_1),
-                    static_cast<int64_t>(DType::kBF16)},
+                    static_cast<int64_t>(DType::kF32), static_cast<int64_t>(DType::kBF16)},
                    {1, 8, 32, 128},
                    {576},
                    {1536},

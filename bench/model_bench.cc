@@ -63,7 +63,7 @@ struct Fixture {
                                                  // BM_PrefillOps
   ModelConfig config;
   int32_t vocab = 0;
-  int64_t weight_bytes = 0;
+  int64_t weight_bytes = 0;  // read by every forward step
   bool on_cpu = true;
   std::string error;
   int64_t next_id = 0;
@@ -89,7 +89,7 @@ Fixture* Load(const std::function<void(EngineOptions&, const ModelRunner&)>& adj
     }
     f->config = created->config;
     f->vocab = created->config.vocab_size;
-    f->weight_bytes = created->weight_bytes;
+    f->weight_bytes = created->weight_bytes_per_step;
     f->on_cpu = created->backend_name == "cpu";
     EngineOptions options;
     options.block_size = kBlockSize;
@@ -498,14 +498,20 @@ void BM_GemmPeak(benchmark::State& state) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (float& v : host) v = dist(rng);
   kernels::Backend& backend = *f.timed;
+  // W in the backend's own form where it has one for f32 (the CPU's panels), as the model's are.
+  const int64_t packed_bytes = backend.PackedWeightBytes(kernels::DType::kF32, kN, kN);
   auto* x = static_cast<float*>(backend.Allocate(bytes));
-  auto* w = static_cast<float*>(backend.Allocate(bytes));
+  void* w = backend.Allocate(packed_bytes > 0 ? static_cast<size_t>(packed_bytes) : bytes);
   auto* y = static_cast<float*>(backend.Allocate(bytes));
   if (x == nullptr || w == nullptr || y == nullptr) {
     state.SkipWithError("out of memory");
   } else {
     backend.CopyToDevice(x, host.data(), bytes);
-    backend.CopyToDevice(w, host.data(), bytes);
+    if (packed_bytes > 0) {
+      backend.PackWeight(host.data(), kernels::DType::kF32, kN, kN, w);
+    } else {
+      backend.CopyToDevice(w, host.data(), bytes);
+    }
     for (auto _ : state) {
       backend.Linear({.x = x,
                       .w = w,
@@ -513,13 +519,14 @@ void BM_GemmPeak(benchmark::State& state) {
                       .y = y,
                       .num_tokens = kN,
                       .in_features = kN,
-                      .out_features = kN});
+                      .out_features = kN,
+                      .w_packed = packed_bytes > 0});
       backend.Synchronize();
     }
     state.counters["GFLOP/s"] = benchmark::Counter(2.0 * kN * kN * kN * 1e-9,
                                                    benchmark::Counter::kIsIterationInvariantRate);
   }
-  for (float* p : {x, w, y}) {
+  for (void* p : {static_cast<void*>(x), w, static_cast<void*>(y)}) {
     if (p != nullptr) backend.Free(p);
   }
 }

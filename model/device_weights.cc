@@ -73,13 +73,14 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(
   };
   absl::Status s = matrix("token_embedding", weights.token_embedding, c.vocab_size, c.hidden_size,
                           &out->embedding_, /*may_pack=*/false);
+  out->embedding_bytes_ = out->bytes_;
   if (s.ok() && !c.tie_word_embeddings) {
     s = matrix("lm_head", weights.lm_head, c.vocab_size, c.hidden_size, &out->lm_head_);
   } else if (s.ok()) {  // tied: the table itself, or a packed copy of it for the projection
     out->lm_head_ = out->embedding_;
     const auto it = weights.stored.find("token_embedding");
-    if (it != weights.stored.end() &&
-        out->PackedBytes(&it->second, c.vocab_size, c.hidden_size) > 0) {
+    const DType type = it != weights.stored.end() ? it->second.dtype : dtype;
+    if (device->PackedWeightBytes(type, c.vocab_size, c.hidden_size) > 0) {
       s = matrix("token_embedding", weights.token_embedding, c.vocab_size, c.hidden_size,
                  &out->lm_head_);
     }
@@ -126,47 +127,39 @@ absl::StatusOr<const float*> DeviceWeights::UploadVector(const std::vector<float
   return data;
 }
 
-int64_t DeviceWeights::PackedBytes(const StoredMatrix* stored, int64_t rows, int64_t cols) const {
-  return stored != nullptr ? backend_->PackedWeightBytes(stored->dtype, rows, cols) : 0;
-}
-
 absl::StatusOr<WeightView> DeviceWeights::UploadMatrix(const std::vector<float>& values,
                                                        int64_t rows, int64_t cols,
                                                        const StoredMatrix* stored, bool may_pack,
                                                        const ModelWeights& weights) {
-  const int64_t packed_bytes = may_pack ? PackedBytes(stored, rows, cols) : 0;
-  if (packed_bytes > 0) {
-    absl::StatusOr<DeviceBuffer> buffer =
-        DeviceBuffer::Allocate(backend_.get(), static_cast<size_t>(packed_bytes), "weights");
-    if (!buffer.ok()) return buffer.status();
-    backend_->PackWeight(stored->data, stored->dtype, rows, cols, buffer->data());
-    if (weights.drop_stored_pages) weights.drop_stored_pages(stored->data, stored->num_bytes);
-    bytes_ += packed_bytes;
-    ++num_packed_;
-    WeightView view{
-        .data = buffer->data(), .dtype = stored->dtype, .rows = rows, .cols = cols, .packed = true};
-    buffers_.push_back(*std::move(buffer));
+  // The matrix's bytes in host memory: the stored ones, or `values` converted to dtype_.
+  std::vector<uint8_t> converted;
+  if (stored == nullptr) converted = Convert(values, dtype_);
+  const void* host = stored != nullptr ? stored->data : converted.data();
+  const DType type = stored != nullptr ? stored->dtype : dtype_;
+  const int64_t host_bytes =
+      stored != nullptr ? stored->num_bytes : static_cast<int64_t>(converted.size());
+  const int64_t packed_bytes = may_pack ? backend_->PackedWeightBytes(type, rows, cols) : 0;
+  WeightView view{.dtype = type, .rows = rows, .cols = cols, .packed = packed_bytes > 0};
+  if (stored != nullptr && packed_bytes == 0 && backend_->host_memory()) {
+    view.data = stored->data;  // in place: the mapping is the weight
+    bytes_ += host_bytes;
     return view;
   }
-  if (stored != nullptr) {
-    WeightView view{.data = stored->data, .dtype = stored->dtype, .rows = rows, .cols = cols};
-    bytes_ += stored->num_bytes;
-    if (backend_->host_memory()) return view;  // in place: the mapping is the weight
-    absl::StatusOr<DeviceBuffer> buffer =
-        DeviceBuffer::Allocate(backend_.get(), static_cast<size_t>(stored->num_bytes), "weights");
-    if (!buffer.ok()) return buffer.status();
-    backend_->CopyToDevice(buffer->data(), stored->data, static_cast<size_t>(stored->num_bytes));
-    view.data = buffer->data();
-    buffers_.push_back(*std::move(buffer));
-    return view;
-  }
-  const std::vector<uint8_t> converted = Convert(values, dtype_);
+  const int64_t bytes = packed_bytes > 0 ? packed_bytes : host_bytes;
   absl::StatusOr<DeviceBuffer> buffer =
-      DeviceBuffer::Allocate(backend_.get(), converted.size(), "weights");
+      DeviceBuffer::Allocate(backend_.get(), static_cast<size_t>(bytes), "weights");
   if (!buffer.ok()) return buffer.status();
-  backend_->CopyToDevice(buffer->data(), converted.data(), converted.size());
-  bytes_ += static_cast<int64_t>(converted.size());
-  WeightView view{.data = buffer->data(), .dtype = dtype_, .rows = rows, .cols = cols};
+  if (packed_bytes > 0) {
+    backend_->PackWeight(host, type, rows, cols, buffer->data());
+    if (stored != nullptr && weights.drop_stored_pages) {
+      weights.drop_stored_pages(stored->data, stored->num_bytes);
+    }
+    ++num_packed_;
+  } else {
+    backend_->CopyToDevice(buffer->data(), host, static_cast<size_t>(bytes));
+  }
+  bytes_ += bytes;
+  view.data = buffer->data();
   buffers_.push_back(*std::move(buffer));
   return view;
 }

@@ -1,12 +1,12 @@
 // DeviceWeights: a model's weights resident in a backend's memory, each matrix in the storage
 // type the model runs with, norms and biases in fp32. Built once at load from the ModelWeights a
-// reader produced: an fp32 matrix is converted once to the chosen type (f32, bf16, f16) and
-// copied to the device; a matrix the reader kept as stored (GGUF blocks, ModelWeights::stored)
-// keeps its type and is packed where the backend has a layout of its own for that type
-// (Backend::PackWeight; the CPU on AVX2 / AVX-512 for Q8_0, Q4_0, Q4_1: the same bytes in 16-row
-// tiles, after which the file's pages under it are dropped), else used in place on a host-memory
-// backend (the CPU: the file's mapping, no copy) or copied as is elsewhere. The embedding table
-// stays as stored (its lookup reads rows); a tied output projection gets a packed copy of it.
+// reader produced: an fp32 matrix is converted once to the chosen type (f32, bf16, f16); a matrix
+// the reader kept as stored (GGUF blocks, ModelWeights::stored) keeps its type. Either is packed
+// where the backend has a layout of its own for its type (Backend::PackWeight; the CPU on AVX2 /
+// AVX-512: Q8_0, Q4_0, Q4_1 in 16-row tiles, f32 (and bf16 on AVX2) in 8-row panels; a stored
+// matrix's file pages are dropped after), else used in place on a host-memory backend (the CPU:
+// the file's mapping, no copy) or copied as is. The embedding table stays unpacked (its lookup
+// reads rows); a tied output projection gets a packed copy of it.
 // After Upload the fp32 host copy may be dropped.
 // A tensor-parallel rank's weights hold its share only (shard(); model/tensor_parallel.h): the
 // head counts and the MLP width in the shapes below are the shard's.
@@ -77,6 +77,11 @@ class DeviceWeights {
   const WeightView& output() const { return lm_head_; }
   // Memory the weights take: backend allocations plus stored matrices used in place.
   int64_t bytes() const { return bytes_; }
+  // Of those, the bytes every forward step reads: all but the embedding table (its lookup reads a
+  // row a token), unless the table is the output projection itself (tied, not packed).
+  int64_t step_bytes() const {
+    return lm_head_.data == embedding_.data ? bytes_ : bytes_ - embedding_bytes_;
+  }
   // Matrices in the backend's own layout (Backend::PackWeight).
   int32_t num_packed() const { return num_packed_; }
 
@@ -87,14 +92,11 @@ class DeviceWeights {
 
   // Copies `values` to the backend as fp32 (norms, biases); nullptr for an empty vector.
   absl::StatusOr<const float*> UploadVector(const std::vector<float>& values);
-  // Bytes of the backend's packed form of a stored [rows, cols] matrix; 0 when it keeps the rows
-  // (stored is nullptr, or a type the backend does not pack).
-  int64_t PackedBytes(const StoredMatrix* stored, int64_t rows, int64_t cols) const;
-  // Converts `values` ([rows, cols] fp32) to dtype_ and copies it to the backend; or, when
-  // `stored` names it, uses the stored matrix: packed where may_pack and the backend packs its
-  // type (then the file's pages under the stored bytes are dropped: weights.drop_stored_pages;
-  // a later read of them, the embedding lookup's, faults them back in), in place on a
-  // host-memory backend, else copied as is.
+  // Converts `values` ([rows, cols] fp32) to dtype_, or, when `stored` names it, takes the stored
+  // matrix; packs it where may_pack and the backend has a form of its own for its type (a stored
+  // matrix's file pages are dropped then: weights.drop_stored_pages; a later read of them, the
+  // embedding lookup's, faults them back in), else copies it to the backend (a stored matrix on a
+  // host-memory backend is used in place).
   absl::StatusOr<WeightView> UploadMatrix(const std::vector<float>& values, int64_t rows,
                                           int64_t cols, const StoredMatrix* stored, bool may_pack,
                                           const ModelWeights& weights);
@@ -112,6 +114,7 @@ class DeviceWeights {
   std::shared_ptr<const void> storage_;  // or into these (stored matrices used in place)
   std::shared_ptr<const void> shard_storage_;
   int64_t bytes_ = 0;
+  int64_t embedding_bytes_ = 0;  // of bytes_, the embedding table's
 };
 
 // The weight storage type a flag names: "float32", "bfloat16", "float16"; "auto" is bf16 on a

@@ -81,6 +81,7 @@ absl::StatusOr<CreatedRunner> CreateLlamaRunner(const RunnerFactoryOptions& opti
     weights = *std::move(uploaded);
   }
   created.weight_bytes = weights->bytes();
+  created.weight_bytes_per_step = weights->step_bytes();
   if (weights->num_packed() > 0) {
     absl::StrAppend(&created.weight_types, " (", weights->num_packed(), " packed)");
   }

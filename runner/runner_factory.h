@@ -46,8 +46,10 @@ struct RunnerFactoryOptions {
 struct CreatedRunner {
   std::unique_ptr<LlamaModelRunner> runner;
   ModelConfig config;
-  std::string backend_name;                            // "cpu", "cuda"
-  int64_t weight_bytes = 0;                            // resident on the device
+  std::string backend_name;  // "cpu", "cuda"
+  int64_t weight_bytes = 0;  // resident on the device
+  // Of those, the bytes every forward step reads (not the embedding table).
+  int64_t weight_bytes_per_step = 0;
   kernels::DType weight_dtype = kernels::DType::kF32;  // of the matrices converted at load
   // What the matrices are stored as, e.g. "bf16" or "f32+q4_1x210+q6_kx1" (stored types x count).
   std::string weight_types;

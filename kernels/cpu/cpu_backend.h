@@ -62,7 +62,8 @@ class CpuBackend : public Backend {
  public:
   // num_threads: threads for attention and the linear layers we run ourselves, caller included;
   // <= 0 means all cores. OpenBLAS keeps its own threads for f32 SGEMV/SGEMM. pack_weights:
-  // whether PackedWeightBytes offers the packed form (quant_linear.h) where it has a kernel.
+  // whether PackedWeightBytes offers the packed forms (quant_linear.h, dense_panels.h) where it
+  // has a kernel for them.
   explicit CpuBackend(int num_threads = 0, bool pack_weights = true)
       : pool_(num_threads), pack_weights_(pack_weights) {}
 
@@ -82,7 +83,9 @@ class CpuBackend : public Backend {
   void Memset(void* dst, int value, size_t bytes) override;
   MemoryInfo GetMemoryInfo() const override;
   bool host_memory() const override { return true; }
-  // Q8_0, Q4_0 and Q4_1 matrices, where the AVX2 or AVX-512 kernels run and pack_weights is set.
+  // Where the AVX2 or AVX-512 kernels run and pack_weights is set: Q8_0, Q4_0 and Q4_1 matrices
+  // in 16-row tiles (quant_linear.h), f32 ones in 8-row panels (dense_panels.h), and bf16 ones in
+  // panels on AVX2 (an AVX-512 machine reads bf16 rows as stored).
   int64_t PackedWeightBytes(DType dtype, int64_t rows, int64_t cols) const override;
   void PackWeight(const void* stored, DType dtype, int64_t rows, int64_t cols,
                   void* packed) override;

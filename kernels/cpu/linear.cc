@@ -9,10 +9,13 @@
 // token, 2-4x SGEMM at 4-16 tokens (SGEMM packs all of W on every call), and 0.88-1.0x SGEMM at
 // 128-512 tokens (bench/RESULTS.md), so the batch invariance costs prefill little.
 // Without AVX2: a portable loop up to kMaxSmallBatch tokens, SGEMM (OpenBLAS threads) above.
+// f32 and bf16 weights the backend packed at load (w_packed, AVX2 machines; dense_panels.h): the
+// panel kernel, which needs no horizontal sums and keeps 12 accumulators busy for a batch.
 #include <cblas.h>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/dense_panels.h"
 #include "kernels/cpu/dense_rows.h"
 #include "kernels/cpu/half_linear.h"
 #include "kernels/cpu/quant_linear.h"
@@ -52,6 +55,14 @@ void AddBias(const LinearParams& p) {
   }
 }
 
+void LinearPanels(const LinearParams& p, ThreadPool* pool) {
+  const DensePanelsArgs args{p.w, p.w_dtype, p.x, p.num_tokens, p.in_features, p.y, p.out_features};
+  ParallelForRanges(pool, p.out_features, DensePanelsPerItem(p.num_tokens),
+                    [&](int64_t begin, int64_t end) {
+                      DensePanelsAvx2(args, static_cast<int32_t>(begin), static_cast<int32_t>(end));
+                    });
+}
+
 void LinearF32(const LinearParams& p, ThreadPool* pool) {
   if (ActiveCpuIsa() >= CpuIsa::kAvx2) {
     const DenseRowsArgs args{p.w,           DType::kF32, p.x,           p.num_tokens,
@@ -73,7 +84,9 @@ void LinearF32(const LinearParams& p, ThreadPool* pool) {
 
 void Linear(const LinearParams& p, ThreadPool* pool) {
   if (p.num_tokens == 0 || p.out_features == 0) return;
-  if (p.w_dtype == DType::kF32) {
+  if (p.w_packed && HasDensePanels(p.w_dtype)) {
+    LinearPanels(p, pool);
+  } else if (p.w_dtype == DType::kF32) {
     LinearF32(p, pool);
   } else if (p.w_dtype == DType::kBF16 || p.w_dtype == DType::kF16) {
     HalfLinear(p, pool, ActiveCpuIsa());
@@ -92,6 +105,25 @@ void LinearSameInput(const LinearParams* p, int count, ThreadPool* pool) {
   }
   QuantLinear(p, count, pool, ActiveCpuIsa());
   for (int i = 0; i < count; ++i) AddBias(p[i]);
+}
+
+int64_t CpuBackend::PackedWeightBytes(DType dtype, int64_t rows, int64_t cols) const {
+  // The packed forms are read at speed by the AVX2 and AVX-512 kernels only; without them the
+  // rows as stored are faster. bf16 panels on AVX2 alone: an AVX-512 BF16 machine's vdpbf16ps
+  // kernel reads the rows.
+  const CpuIsa isa = ActiveCpuIsa();
+  if (!pack_weights_ || isa == CpuIsa::kScalar) return 0;
+  if (dtype == DType::kF32 || (dtype == DType::kBF16 && isa == CpuIsa::kAvx2)) {
+    return DensePanelBytes(dtype, rows, cols);
+  }
+  return PackedQuantBytes(dtype, rows, cols);
+}
+
+void CpuBackend::PackWeight(const void* stored, DType dtype, int64_t rows, int64_t cols,
+                            void* packed) {
+  if (HasDensePanels(dtype)) return PackDensePanels(stored, dtype, rows, cols, packed);
+  PackQuantRows(static_cast<const uint8_t*>(stored), dtype, rows, cols,
+                static_cast<uint8_t*>(packed));
 }
 
 }  // namespace kvserve::kernels::cpu

@@ -4,8 +4,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/cpu/cpu_backend.h"
-#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/quant_linear.h"
 
 namespace kvserve::kernels::cpu {
@@ -108,19 +106,6 @@ void PackQuantRows(const uint8_t* w, DType w_dtype, int64_t rows, int64_t cols, 
       if (w_dtype == DType::kQ4_1) std::memcpy(halves + kPackedHalvesBytes + 2 * r, block + 2, 2);
     }
   }
-}
-
-int64_t CpuBackend::PackedWeightBytes(DType dtype, int64_t rows, int64_t cols) const {
-  // The AVX2 and AVX-512 kernels read the packed form at speed; without them the rows as stored
-  // are faster than the reference kernel on it.
-  if (!pack_weights_ || ActiveCpuIsa() == CpuIsa::kScalar) return 0;
-  return PackedQuantBytes(dtype, rows, cols);
-}
-
-void CpuBackend::PackWeight(const void* stored, DType dtype, int64_t rows, int64_t cols,
-                            void* packed) {
-  PackQuantRows(static_cast<const uint8_t*>(stored), dtype, rows, cols,
-                static_cast<uint8_t*>(packed));
 }
 
 QuantPackedFn QuantPackedScalar(DType w_dtype) {

@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/dense_panels.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace kvserve::kernels {
@@ -337,6 +338,65 @@ TEST(CpuLinearTest, OneTokenAloneMatchesItsRowInAnyBatchBitForBit) {
     }
   }
   cpu::SetCpuIsaCapForTesting(cpu::CpuIsa::kAvx512);
+}
+
+// f32 and bf16 weights in the panel form (dense_panels.h, what CpuBackend::PackWeight makes on an
+// AVX2 machine): the AVX2 panel kernel against a double-precision loop on the same weights, every
+// batch size from the decode tile to several 6-token tiles and a short last one, with and without
+// the pool; an odd in_features (bf16's last column pair half empty) and out_features not a multiple
+// of the 8-row panel (the last panel's pad rows computed, not stored), an in_features over the
+// kernel's 512-column blocks (a batch's chains stored and resumed). Then each token's result
+// alone against its row in the batch, bit for bit.
+TEST(CpuLinearTest, PackedPanelsMatchNaiveLoopAndOneTokenAloneBitForBit) {
+  if (cpu::DetectedCpuIsa() < cpu::CpuIsa::kAvx2) GTEST_SKIP() << "no AVX2: no panel kernel";
+  std::printf("panel kernel: AVX2 + FMA (CPU: %s)\n", cpu::CpuIsaName(cpu::DetectedCpuIsa()));
+  std::mt19937 rng(9);
+  cpu::ThreadPool pool(2);
+  for (auto [in, out_features] : {std::pair{77, 130}, {64, 200}, {1101, 24}}) {
+    std::vector<float> w = RandomFloats(out_features * in, rng);
+    std::vector<uint16_t> w_bf16(w.size());
+    std::vector<float> w_bf16_values(w.size());
+    for (size_t i = 0; i < w.size(); ++i) {
+      w_bf16[i] = FloatToBFloat16(w[i]);
+      w_bf16_values[i] = BFloat16ToFloat(w_bf16[i]);
+    }
+    const std::vector<float> bias = RandomFloats(out_features, rng);
+    for (auto [dtype, rows, values] :
+         {std::tuple{DType::kF32, static_cast<const void*>(w.data()), &w},
+          {DType::kBF16, w_bf16.data(), &w_bf16_values}}) {
+      std::vector<uint8_t> packed(cpu::DensePanelBytes(dtype, out_features, in) + 1);
+      cpu::PackDensePanels(rows, dtype, out_features, in, packed.data());
+      for (int tokens : {1, 2, 5, 6, 7, 12, 13, 33, 100}) {
+        const std::vector<float> x = RandomFloats(tokens * in, rng);
+        for (cpu::ThreadPool* maybe_pool : {static_cast<cpu::ThreadPool*>(nullptr), &pool}) {
+          std::vector<float> y(tokens * out_features, 123.0f);
+          cpu::Linear({x.data(), packed.data(), bias.data(), y.data(), tokens, in, out_features,
+                       dtype, /*w_packed=*/true},
+                      maybe_pool);
+          for (int t = 0; t < tokens; ++t) {
+            for (int o = 0; o < out_features; ++o) {
+              double want = bias[o];
+              for (int i = 0; i < in; ++i) want += double{x[t * in + i]} * (*values)[o * in + i];
+              ASSERT_NEAR(y[t * out_features + o], want, 1e-4)
+                  << DTypeName(dtype) << " in=" << in << " tokens=" << tokens << " t=" << t
+                  << " o=" << o << " pool=" << (maybe_pool != nullptr);
+            }
+          }
+          if (maybe_pool == nullptr) continue;
+          for (int t = 0; t < tokens; ++t) {
+            std::vector<float> alone(out_features);
+            cpu::Linear({x.data() + t * in, packed.data(), nullptr, alone.data(), 1, in,
+                         out_features, dtype, /*w_packed=*/true},
+                        &pool);
+            for (int o = 0; o < out_features; ++o) alone[o] += bias[o];
+            ASSERT_EQ(alone, std::vector<float>(y.begin() + t * out_features,
+                                                y.begin() + (t + 1) * out_features))
+                << DTypeName(dtype) << " token " << t << " of " << tokens;
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(ThreadPoolTest, RunsEveryItemExactlyOnceWithValidThreadIndex) {

@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/dense_panels.h"
 #include "kernels/cpu/quant_linear.h"
 #include "kernels/dtype.h"
 
@@ -176,12 +177,17 @@ inline std::vector<uint8_t> RandomWeights(int64_t rows, int64_t cols, DType type
   return out;
 }
 
-// RandomWeights(rows, cols, type), as stored or, with packed (REQUIRES: IsPackableQuantType),
-// in the CPU backend's packed form (PackQuantRows).
+// RandomWeights(rows, cols, type), as stored or, with packed (REQUIRES: IsPackableQuantType or
+// HasDensePanels), in the CPU backend's packed form (PackQuantRows, PackDensePanels).
 inline std::vector<uint8_t> RandomWeightsAs(int64_t rows, int64_t cols, DType type, bool packed,
                                             std::mt19937& rng) {
   std::vector<uint8_t> stored = RandomWeights(rows, cols, type, rng);
   if (!packed) return stored;
+  if (cpu::HasDensePanels(type)) {
+    std::vector<uint8_t> panels(cpu::DensePanelBytes(type, rows, cols));
+    cpu::PackDensePanels(stored.data(), type, rows, cols, panels.data());
+    return panels;
+  }
   std::vector<uint8_t> tiles(cpu::PackedQuantBytes(type, rows, cols));
   cpu::PackQuantRows(stored.data(), type, rows, cols, tiles.data());
   return tiles;

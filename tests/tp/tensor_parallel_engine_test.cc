@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "engine/engine_core.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -218,10 +219,14 @@ TEST(TensorParallelRunnerTest, FactoryConvertsColumnSlicesOffBlockBoundaries) {
     const std::string log = ::testing::internal::GetCapturedStderr();
     KVSERVE_ASSERT_OK(created);
     EXPECT_EQ(created->num_converted_for_shard, converted) << "TP=" << size;
-    // The Q8_0 matrices are packed where the CPU backend packs that type (AVX2, AVX-512).
-    const bool packs = kernels::cpu::CpuBackend(1).PackedWeightBytes(
-                           kernels::DType::kQ8_0, kernels::cpu::kPackRows, 32) > 0;
-    EXPECT_EQ(created->weight_types, std::string(types) + (packs ? " (5 packed)" : ""))
+    // The Q8_0 matrices, and those converted to f32, are packed where the CPU backend packs
+    // that type (AVX2, AVX-512).
+    const kernels::cpu::CpuBackend cpu(1);
+    const int packed =
+        (cpu.PackedWeightBytes(kernels::DType::kQ8_0, kernels::cpu::kPackRows, 32) > 0 ? 5 : 0) +
+        (cpu.PackedWeightBytes(kernels::DType::kF32, 8, 32) > 0 ? converted : 0);
+    EXPECT_EQ(created->weight_types,
+              std::string(types) + (packed > 0 ? absl::StrCat(" (", packed, " packed)") : ""))
         << "TP=" << size;
     if (converted > 0) {
       EXPECT_NE(log.find("tensor-parallel rank 3 of 4: 2 matrices (layers.0.wo, ...) have column "
