@@ -13,8 +13,9 @@
 // The kernel is the GEMM micro-kernel of BLIS and friends: a register tile of tokens x panels, one
 // broadcast input feature per token and one weight vector per panel per step, every accumulator an
 // FMA chain over the input features in order, stored whole (no horizontal sums, no tails over in).
-// A batch takes tiles of 6 tokens x 2 panels (12 accumulators) past a thread's rows, which stay in
-// L2; a decode takes 1 token x 8 panels, the weights straight from memory into the FMAs. Every
+// A batch takes tiles of 6 tokens (bf16: 5) x 2 panels past a thread's rows, which stay in L2, the
+// input features in blocks of up to 512; a decode takes 1 token x 8 panels, the weights straight
+// from memory into the FMAs. Every
 // (token, output) is the same chain whatever the tile, so a token's result does not depend on the
 // batch it comes in.
 //
