@@ -85,6 +85,7 @@ struct EmbeddingParams {
   int32_t vocab;
   int32_t hidden;
   DType table_dtype = DType::kF32;
+  bool table_packed = false;  // in the backend's own layout (Backend::PackWeight)
 };
 
 // out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight.  out may alias x.
@@ -352,6 +353,9 @@ class Backend {
   virtual int64_t PackedWeightBytes(DType dtype, int64_t rows, int64_t cols) const { return 0; }
   virtual void PackWeight(const void* stored, DType dtype, int64_t rows, int64_t cols,
                           void* packed) {}
+  // Whether Embedding reads a table of dtype in that packed form (EmbeddingParams::table_packed):
+  // then a tied model keeps one packed table for the lookup and the output projection.
+  virtual bool EmbeddingReadsPacked(DType dtype) const { return false; }
 
   // Sizes, once at start-up, the scratch Linear needs for up to max_num_tokens rows of up to
   // max_in_features inputs (CUDA rounds the activations to a 16-bit weight's type there); before

@@ -75,6 +75,9 @@ class TimedBackend : public Backend {
                   void* packed) override {
     inner_->PackWeight(stored, dtype, rows, cols, packed);
   }
+  bool EmbeddingReadsPacked(DType dtype) const override {
+    return inner_->EmbeddingReadsPacked(dtype);
+  }
   bool ReserveLinear(int64_t max_num_tokens, int64_t max_in_features) override {
     return inner_->ReserveLinear(max_num_tokens, max_in_features);
   }

@@ -71,16 +71,20 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(
     *ptr = uploaded;
     return absl::OkStatus();
   };
+  // The embedding table stays as rows for its lookup, unless the model is tied and the backend's
+  // lookup reads its packed form: then one packed table serves the lookup and the projection.
+  const auto stored_table = weights.stored.find("token_embedding");
+  const DType table_type =
+      stored_table != weights.stored.end() ? stored_table->second.dtype : dtype;
+  const bool one_table = c.tie_word_embeddings && device->EmbeddingReadsPacked(table_type);
   absl::Status s = matrix("token_embedding", weights.token_embedding, c.vocab_size, c.hidden_size,
-                          &out->embedding_, /*may_pack=*/false);
+                          &out->embedding_, /*may_pack=*/one_table);
   out->embedding_bytes_ = out->bytes_;
   if (s.ok() && !c.tie_word_embeddings) {
     s = matrix("lm_head", weights.lm_head, c.vocab_size, c.hidden_size, &out->lm_head_);
   } else if (s.ok()) {  // tied: the table itself, or a packed copy of it for the projection
     out->lm_head_ = out->embedding_;
-    const auto it = weights.stored.find("token_embedding");
-    const DType type = it != weights.stored.end() ? it->second.dtype : dtype;
-    if (device->PackedWeightBytes(type, c.vocab_size, c.hidden_size) > 0) {
+    if (!one_table && device->PackedWeightBytes(table_type, c.vocab_size, c.hidden_size) > 0) {
       s = matrix("token_embedding", weights.token_embedding, c.vocab_size, c.hidden_size,
                  &out->lm_head_);
     }

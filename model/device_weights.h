@@ -5,8 +5,10 @@
 // where the backend has a layout of its own for its type (Backend::PackWeight; the CPU on AVX2 /
 // AVX-512: Q8_0, Q4_0, Q4_1 in 16-row tiles, f32 (and bf16 on AVX2) in 8-row panels; a stored
 // matrix's file pages are dropped after), else used in place on a host-memory backend (the CPU:
-// the file's mapping, no copy) or copied as is. The embedding table stays unpacked (its lookup
-// reads rows); a tied output projection gets a packed copy of it.
+// the file's mapping, no copy) or copied as is. The embedding table stays rows for its lookup; a
+// tied output projection gets a packed copy of it, or, where the backend's lookup reads the packed
+// form (Backend::EmbeddingReadsPacked: the CPU's f32 and bf16 panels), the one packed table serves
+// both.
 // After Upload the fp32 host copy may be dropped.
 // A tensor-parallel rank's weights hold its share only (shard(); model/tensor_parallel.h): the
 // head counts and the MLP width in the shapes below are the shard's.

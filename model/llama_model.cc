@@ -370,7 +370,8 @@ void LlamaModel::Compute(const StepShape& shape, KvPool& kv) {
                        .num_tokens = T,
                        .vocab = c.vocab_size,
                        .hidden = c.hidden_size,
-                       .table_dtype = embedding.dtype});
+                       .table_dtype = embedding.dtype,
+                       .table_packed = embedding.packed});
   // The residual add of each sub-layer output (delta) is fused into the next norm.
   auto add_and_norm = [&](const float* weight, bool add) {
     if (add) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/task_thread.h"
+#include "kernels/cpu/dense_panels.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/kernels.h"
 
@@ -89,6 +90,10 @@ class CpuBackend : public Backend {
   int64_t PackedWeightBytes(DType dtype, int64_t rows, int64_t cols) const override;
   void PackWeight(const void* stored, DType dtype, int64_t rows, int64_t cols,
                   void* packed) override;
+  // f32 and bf16 tables in panels (dense_panels.h): a row is gathered from its panel.
+  bool EmbeddingReadsPacked(DType dtype) const override {
+    return PackedWeightBytes(dtype, 1, 1) > 0 && HasDensePanels(dtype);
+  }
   int num_threads() const { return pool_.num_threads(); }
   ThreadPool& pool() { return pool_; }
 

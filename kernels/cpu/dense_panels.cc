@@ -36,4 +36,19 @@ void PackDensePanels(const void* w, DType dtype, int64_t rows, int64_t cols, voi
   }
 }
 
+void DensePanelsRow(const void* panels, DType dtype, int64_t cols, int64_t row, float* out) {
+  const int64_t j = row % kPanelRows;
+  if (dtype == DType::kF32) {
+    const float* panel = static_cast<const float*>(panels) + row / kPanelRows * cols * kPanelRows;
+    for (int64_t k = 0; k < cols; ++k) out[k] = panel[k * kPanelRows + j];
+    return;
+  }
+  const int64_t cols_pad = (cols + 1) / 2 * 2;
+  const uint16_t* panel =
+      static_cast<const uint16_t*>(panels) + row / kPanelRows * cols_pad * kPanelRows;
+  for (int64_t k = 0; k < cols; ++k) {
+    out[k] = BFloat16ToFloat(panel[(k / 2 * kPanelRows + j) * 2 + k % 2]);
+  }
+}
+
 }  // namespace kvserve::kernels::cpu

@@ -37,6 +37,9 @@ bool HasDensePanels(DType dtype);
 int64_t DensePanelBytes(DType dtype, int64_t rows, int64_t cols);
 // w: [rows, cols] of dtype, rows as stored -> out: [DensePanelBytes(dtype, rows, cols)].
 void PackDensePanels(const void* w, DType dtype, int64_t rows, int64_t cols, void* out);
+// Row `row` of a panel form (DensePanelBytes(dtype, rows, cols) bytes at panels) as fp32: an
+// embedding lookup in a table kept as panels.
+void DensePanelsRow(const void* panels, DType dtype, int64_t cols, int64_t row, float* out);
 
 struct DensePanelsArgs {
   const void* w;   // the panel form of a [out_features, in_features] matrix of w_dtype

@@ -7,6 +7,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/cpu_math.h"
+#include "kernels/cpu/dense_panels.h"
 #include "kernels/cpu/half_linear.h"
 
 namespace kvserve::kernels::cpu {
@@ -73,6 +74,13 @@ void NarrowRow(const float* src, DType dtype, int64_t n, void* dst) {
 }
 
 void Embedding(const EmbeddingParams& p) {
+  if (p.table_packed) {
+    for (int t = 0; t < p.num_tokens; ++t) {
+      DensePanelsRow(p.table, p.table_dtype, p.hidden, p.ids[t],
+                     p.out + static_cast<int64_t>(t) * p.hidden);
+    }
+    return;
+  }
   const int64_t row_bytes = RowBytes(p.table_dtype, p.hidden);
   for (int t = 0; t < p.num_tokens; ++t) {
     const void* row = static_cast<const char*>(p.table) + p.ids[t] * row_bytes;

@@ -399,6 +399,34 @@ TEST(CpuLinearTest, PackedPanelsMatchNaiveLoopAndOneTokenAloneBitForBit) {
   }
 }
 
+// A tied model's one packed table (Backend::EmbeddingReadsPacked): the lookup from the panels is
+// the rows' lookup exactly, f32 and bf16, rows in every position of a panel and in the last,
+// partial one, an odd hidden size (bf16's half-empty last column pair).
+TEST(CpuEmbeddingTest, LookupFromPanelsMatchesRows) {
+  cpu::CpuBackend backend(1);
+  std::mt19937 rng(10);
+  const int vocab = 21, hidden = 37;
+  const std::vector<float> table = RandomFloats(vocab * hidden, rng);
+  std::vector<uint16_t> table_bf16(table.size());
+  for (size_t i = 0; i < table.size(); ++i) table_bf16[i] = FloatToBFloat16(table[i]);
+  std::vector<int32_t> ids(vocab);
+  for (int i = 0; i < vocab; ++i) ids[i] = vocab - 1 - i;
+  for (auto [dtype, rows] : {std::pair{DType::kF32, static_cast<const void*>(table.data())},
+                             {DType::kBF16, table_bf16.data()}}) {
+    if (!backend.EmbeddingReadsPacked(dtype)) {
+      std::printf("%s: the lookup reads rows only here\n", DTypeName(dtype));
+      continue;
+    }
+    std::vector<uint8_t> packed(backend.PackedWeightBytes(dtype, vocab, hidden));
+    backend.PackWeight(rows, dtype, vocab, hidden, packed.data());
+    std::vector<float> want(vocab * hidden), got(vocab * hidden);
+    backend.Embedding({ids.data(), rows, want.data(), vocab, vocab, hidden, dtype});
+    backend.Embedding({ids.data(), packed.data(), got.data(), vocab, vocab, hidden, dtype,
+                       /*table_packed=*/true});
+    EXPECT_EQ(got, want) << DTypeName(dtype);
+  }
+}
+
 TEST(ThreadPoolTest, RunsEveryItemExactlyOnceWithValidThreadIndex) {
   cpu::ThreadPool pool(2);
   ASSERT_EQ(pool.num_threads(), 2);
