@@ -1,5 +1,6 @@
 // Linear layers on dense weights (f32, bf16, f16 rows as stored) on AVX2 + FMA (+ F16C): the
-// kernel behind cpu::Linear for f32 weights at every batch size, and HalfLinear's AVX2 path.
+// kernel behind cpu::Linear for f32 weights left as rows (not packed into dense_panels.h's form:
+// KVSERVE_CPU_PACK=0), and HalfLinear's AVX2 path for f16 and unpacked bf16.
 //
 // Register tiles of output rows x tokens, so every weight vector loaded serves all the tile's
 // tokens and every token vector all its rows; each (row, token) pair is FMA chains over

@@ -3,14 +3,12 @@
 // GGUF block types to quant_linear.h, which compute from the weights as stored (no fp32 copy) on
 // the thread pool with the SIMD level ActiveCpuIsa() picks (cpu_isa.h).
 //
-// f32 weights with AVX2: dense_rows.h's register tiles at every batch size (4 rows x 1 token for a
-// decode, 3 rows x 4 tokens for a batch), on the thread pool, each token's result the same bits
-// alone or in any batch. On this project's machines they measured 1.1-1.2x OpenBLAS SGEMV for one
-// token, 2-4x SGEMM at 4-16 tokens (SGEMM packs all of W on every call), and 0.88-1.0x SGEMM at
-// 128-512 tokens (bench/RESULTS.md), so the batch invariance costs prefill little.
-// Without AVX2: a portable loop up to kMaxSmallBatch tokens, SGEMM (OpenBLAS threads) above.
 // f32 and bf16 weights the backend packed at load (w_packed, AVX2 machines; dense_panels.h): the
-// panel kernel, which needs no horizontal sums and keeps 12 accumulators busy for a batch.
+// panel micro-kernel, each token's result the same bits alone or in any batch; on this project's
+// AVX2 machine 1.04-1.1x OpenBLAS SGEMM at 128-512 tokens and 1.07-1.15x the row tiles below
+// (bench/RESULTS.md). f32 weights left as rows, with AVX2: dense_rows.h's register tiles (4 rows x
+// 1 token for a decode, 3 rows x 4 tokens for a batch), also batch-invariant. Without AVX2: a
+// portable loop up to kMaxSmallBatch tokens, SGEMM (OpenBLAS threads) above.
 #include <cblas.h>
 
 #include "kernels/cpu/cpu_backend.h"
