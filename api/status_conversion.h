@@ -10,7 +10,11 @@
 
 #include <grpcpp/support/status.h>
 
+#include <optional>
+#include <string>
+
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace kvserve {
 
@@ -18,6 +22,15 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 
 // The reverse, for clients inside the project (load generator, tests).
 absl::Status FromGrpcStatus(const grpc::Status& status);
+
+// The field a refusal names: the message's leading "path: " (e.g. "sampling.max_tokens" in
+// "sampling.max_tokens: the request needs ..."); nullopt when it names none.
+std::optional<std::string> LeadingFieldPath(absl::string_view message);
+
+// A RESOURCE_EXHAUSTED that names no field: the server's capacity refused the request (a full
+// waiting queue), so the same request may be taken later. One that names a field is the request's
+// own (longer than the context window, more KV blocks than the pool holds) and never will be.
+bool IsCapacityRefusal(const absl::Status& status);
 
 }  // namespace kvserve
 

@@ -4,23 +4,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "api/status_conversion.h"
 
 namespace kvserve {
 namespace {
 
 // The field path a validation message starts with ("sampling.top_p: must be ..."), if any.
-std::optional<std::string> LeadingPath(absl::string_view message) {
-  const size_t colon = message.find(": ");
-  if (colon == absl::string_view::npos || colon == 0) return std::nullopt;
-  const absl::string_view path = message.substr(0, colon);
-  for (char c : path) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '_' || c == '.' || c == '[' || c == ']';
-    if (!ok) return std::nullopt;
-  }
-  return std::string(path);
-}
-
 // `path` with `prefix` replaced by `replacement` when it starts with it (at a field boundary).
 bool Rename(std::string* path, absl::string_view prefix, absl::string_view replacement) {
   if (!absl::StartsWith(*path, prefix)) return false;
@@ -50,7 +39,7 @@ std::string OpenAiParam(absl::string_view path, absl::string_view input_field) {
 HttpError ToHttpError(const absl::Status& status, absl::string_view input_field) {
   HttpError error;
   error.message = std::string(status.message());
-  const std::optional<std::string> path = LeadingPath(status.message());
+  const std::optional<std::string> path = LeadingFieldPath(status.message());
   if (path.has_value()) error.param = OpenAiParam(*path, input_field);
   switch (status.code()) {
     case absl::StatusCode::kInvalidArgument:

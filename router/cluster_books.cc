@@ -111,6 +111,19 @@ absl::Status ClusterBooks::MarkUnreachable(const std::string& worker_id) {
   return UpdateBooks(worker_id, [](WorkerBooks& books) { books.MarkUnreachable(); });
 }
 
+absl::Status ClusterBooks::MarkQueueFull(const std::string& worker_id) {
+  bool limit_known = false;
+  KVSERVE_RETURN_IF_ERROR(UpdateBooks(worker_id, [&](WorkerBooks& books) {
+    limit_known = books.capacity().max_waiting_requests > 0;
+    if (limit_known) books.MarkQueueFull();
+  }));
+  if (!limit_known) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker ", worker_id, " reports no waiting-queue limit"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ClusterBooks::MarkRefused(const std::string& worker_id, std::string reason) {
   return UpdateBooks(worker_id, [&](WorkerBooks& books) { books.MarkRefused(std::move(reason)); });
 }
@@ -211,7 +224,7 @@ RoutingDecision ClusterBooks::Decide(const PreparedRoute& prepared, int* chosen_
                                 .evictable_blocks = capacity.evictable_blocks,
                                 .reserved_blocks = books.reserved_blocks(),
                                 .running_requests = capacity.running_requests,
-                                .waiting_requests = capacity.waiting_requests,
+                                .waiting_requests = books.waiting_requests(),
                                 .outstanding_requests = books.outstanding_requests(),
                                 .max_waiting_requests = capacity.max_waiting_requests,
                                 .matched_blocks = matched_[slot],

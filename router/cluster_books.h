@@ -141,6 +141,9 @@ class ClusterBooks {
   // (which starts with a snapshot) arrives; do not apply the old stream's messages after this.
   // Reservations stay: their requests Release them. NOT_FOUND when unknown.
   absl::Status MarkUnreachable(const std::string& worker_id);
+  // WorkerBooks::MarkQueueFull. NOT_FOUND when unknown; FAILED_PRECONDITION when the worker
+  // reports no waiting-queue limit (then its queue cannot be counted full).
+  absl::Status MarkQueueFull(const std::string& worker_id);
   // WorkerBooks::MarkRefused (an empty reason lifts the refusal). NOT_FOUND when unknown.
   absl::Status MarkRefused(const std::string& worker_id, std::string reason);
   // The worker's ModelInfo.kv_transfer_format (empty: it neither sends nor receives KV blocks).

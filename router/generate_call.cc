@@ -389,6 +389,19 @@ void GenerateCall::OnUpstreamEnd() {
 // --- Migrate or finish -----------------------------------------------------------------------
 
 void GenerateCall::OnUpstreamDone(Upstream* upstream, absl::Status status, bool lost) {
+  // A worker whose waiting queue was full refused the request before it ran (a capacity refusal:
+  // api/status_conversion.h): not a failure of the worker but a full cluster. Its books count the queue full until its next report (marked
+  // before the release below wakes the router's waiters), and the request goes back to the
+  // router's queue, neither a migration nor excluding that worker.
+  bool queue_was_full = false;
+  if (IsCapacityRefusal(status)) {
+    bool started = true;
+    {
+      absl::MutexLock lock(&mu_);
+      started = upstream->started;
+    }
+    queue_was_full = !started && proxy_->books()->MarkQueueFull(upstream->worker_id()).ok();
+  }
   proxy_->books()->Release(request_.router_request_id);
   RouterMetrics* metrics = proxy_->metrics();
   std::shared_ptr<Upstream> ended;  // destroyed on return, after the last use of `upstream`
@@ -410,6 +423,8 @@ void GenerateCall::OnUpstreamDone(Upstream* upstream, absl::Status status, bool 
   }
   if (client_stopped) {
     EndWith(Cancelled());
+  } else if (queue_was_full) {
+    Admit();
   } else if (status.ok() && upstream->got_usage) {
     EndWith(absl::OkStatus());
   } else if (!Migratable(status, upstream->started)) {

@@ -105,6 +105,8 @@ absl::StatusOr<ApplyResult> WorkerBooks::Apply(const v1::WorkerStatus& status) {
     if (!has_capacity_ || capacity != capacity_) result.capacity_changed = true;
     capacity_ = capacity;
     has_capacity_ = true;
+    if (queue_full_) result.capacity_changed = true;
+    queue_full_ = false;
     ++reports_received_;
     if (ReleaseCovered()) result.capacity_changed = true;
   }

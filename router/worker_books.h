@@ -27,6 +27,7 @@
 #ifndef KVSERVE_ROUTER_WORKER_BOOKS_H_
 #define KVSERVE_ROUTER_WORKER_BOOKS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -105,6 +106,18 @@ class WorkerBooks {
   // The worker's ModelInfo.kv_transfer_format (empty: it neither sends nor receives blocks).
   void SetKvTransferFormat(std::string format) { kv_transfer_format_ = std::move(format); }
 
+  // The worker refused a request because its waiting queue was full (RESOURCE_EXHAUSTED before
+  // it ran): until its next capacity report its queue counts as full (waiting_requests()), so
+  // requests wait in the router's queue instead of going back to it. The router's view lags the
+  // worker's (a preempted request re-enters the worker's queue between reports).
+  void MarkQueueFull() { queue_full_ = true; }
+  // The worker's waiting requests as routing sees them: its last report's, or its whole limit
+  // after MarkQueueFull until the next report.
+  int32_t waiting_requests() const {
+    return queue_full_ ? std::max(capacity_.waiting_requests, capacity_.max_waiting_requests)
+                       : capacity_.waiting_requests;
+  }
+
   // Charges `blocks` to this worker for `request_id` (replacing an earlier charge for it).
   void Reserve(const std::string& request_id, int64_t blocks);
   // Starts the covering countdown of the request's reservation. False when there is none.
@@ -181,7 +194,9 @@ class WorkerBooks {
   int32_t next_part_ = 0;           // receiving: the part expected next
 
   absl::flat_hash_map<std::string, Reservation> reservations_;
-  int64_t reserved_blocks_ = 0;  // sum over reservations_
+  int64_t reserved_blocks_ = 0;
+  bool queue_full_ =
+      false;  // MarkQueueFull until the next capacity report  // sum over reservations_
 };
 
 }  // namespace kvserve

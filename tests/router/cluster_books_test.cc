@@ -177,6 +177,34 @@ TEST(ClusterBooksTest, ReservationsNeverOverbookAndReleaseWakesTheListener) {
   EXPECT_EQ(books->Workers()[0].reserved_blocks, 6);
 }
 
+// A worker that refused a request with a full waiting queue counts as full until its next
+// report: the request (and any waiter) waits instead of going back to it; the report lifts it
+// and wakes the listener. A worker that reports no limit cannot be marked.
+TEST(ClusterBooksTest, AFullQueueRefusalHoldsTheWorkerUntilItsNextReport) {
+  auto books = MakeBooks();
+  std::atomic<int> notified = 0;
+  books->SetCapacityListener([&] { ++notified; });
+  KVSERVE_ASSERT_OK(books->AddWorker("w"));
+  kvserve::v1::WorkerStatus status = MakeStatus(1, {.total = 100, .free = 100, .waiting = 1});
+  status.mutable_capacity()->set_max_waiting_requests(8);
+  SetSnapshotPart(&status, 0, 0, true, {});
+  KVSERVE_ASSERT_OK(books->ApplyStatus("w", status));
+  const PreparedRoute request = books->Prepare(Request("r", Range(32), 8));
+  EXPECT_EQ(books->Route(request).verdict, RouteVerdict::kRouted);
+  EXPECT_TRUE(books->Release("r"));
+  KVSERVE_ASSERT_OK(books->MarkQueueFull("w"));
+  EXPECT_EQ(books->Route(request).verdict, RouteVerdict::kNoFitNow);
+  notified = 0;
+  kvserve::v1::WorkerStatus next = MakeStatus(1, {.total = 100, .free = 100, .waiting = 1});
+  next.mutable_capacity()->set_max_waiting_requests(8);
+  KVSERVE_ASSERT_OK(books->ApplyStatus("w", next));
+  EXPECT_EQ(notified, 1);
+  EXPECT_EQ(books->Route(request).verdict, RouteVerdict::kRouted);
+  EXPECT_THAT(books->MarkQueueFull("nobody"), StatusIs(absl::StatusCode::kNotFound));
+  Connect(*books, "unlimited", nullptr, {}, 2);  // reports no max_waiting_requests
+  EXPECT_THAT(books->MarkQueueFull("unlimited"), StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
 TEST(ClusterBooksTest, SkipsDrainingUnreachableAndExcludedWorkers) {
   auto books = MakeBooks();
   Connect(*books, "draining", nullptr, {}, 1);
