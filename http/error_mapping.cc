@@ -9,7 +9,6 @@
 namespace kvserve {
 namespace {
 
-// The field path a validation message starts with ("sampling.top_p: must be ..."), if any.
 // `path` with `prefix` replaced by `replacement` when it starts with it (at a field boundary).
 bool Rename(std::string* path, absl::string_view prefix, absl::string_view replacement) {
   if (!absl::StartsWith(*path, prefix)) return false;

@@ -390,9 +390,10 @@ void GenerateCall::OnUpstreamEnd() {
 
 void GenerateCall::OnUpstreamDone(Upstream* upstream, absl::Status status, bool lost) {
   // A worker whose waiting queue was full refused the request before it ran (a capacity refusal:
-  // api/status_conversion.h): not a failure of the worker but a full cluster. Its books count the queue full until its next report (marked
-  // before the release below wakes the router's waiters), and the request goes back to the
-  // router's queue, neither a migration nor excluding that worker.
+  // api/status_conversion.h): not a failure of the worker but a full cluster. Its books count
+  // the queue full until its next report (marked before the release below wakes the router's
+  // waiters), and the request goes back to the router's queue, neither a migration nor excluding
+  // that worker.
   bool queue_was_full = false;
   if (IsCapacityRefusal(status)) {
     bool started = true;

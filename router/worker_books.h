@@ -194,9 +194,8 @@ class WorkerBooks {
   int32_t next_part_ = 0;           // receiving: the part expected next
 
   absl::flat_hash_map<std::string, Reservation> reservations_;
-  int64_t reserved_blocks_ = 0;
-  bool queue_full_ =
-      false;  // MarkQueueFull until the next capacity report  // sum over reservations_
+  int64_t reserved_blocks_ = 0;  // sum over reservations_
+  bool queue_full_ = false;      // MarkQueueFull until the next capacity report
 };
 
 }  // namespace kvserve

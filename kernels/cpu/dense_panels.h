@@ -33,6 +33,9 @@ constexpr int kPanelRows = 8;
 
 // True for the types with a panel form (f32, bf16).
 bool HasDensePanels(DType dtype);
+// Elements (floats, or bf16 halves) of one panel of a matrix with `cols` columns: cols x 8 for
+// f32, cols rounded up to even x 8 for bf16.
+int64_t DensePanelElems(DType dtype, int64_t cols);
 // Bytes of the panel form of a [rows, cols] matrix of dtype (HasDensePanels).
 int64_t DensePanelBytes(DType dtype, int64_t rows, int64_t cols);
 // w: [rows, cols] of dtype, rows as stored -> out: [DensePanelBytes(dtype, rows, cols)].

@@ -17,14 +17,12 @@ namespace {
 struct F32 {
   using Elem = float;
   static constexpr int kColumns = 1, kBatchTokens = 6;
-  static int64_t PanelElems(int64_t in) { return in * kPanelRows; }
   static __m256 Column(const float* step, int /*c*/) { return _mm256_loadu_ps(step); }
 };
 
 struct BF16 {
   using Elem = uint16_t;
   static constexpr int kColumns = 2, kBatchTokens = 5;
-  static int64_t PanelElems(int64_t in) { return (in + 1) / 2 * 2 * kPanelRows; }
   // [8][2] bf16 pairs: the even column is each pair's low half shifted up, the odd column the
   // high half with the low one masked off.
   static __m256 Column(const uint16_t* step, int c) {
@@ -49,9 +47,12 @@ void Tile(const typename W::Elem* w, int64_t panel_elems, const float* x, int64_
   __m256 acc[kTokens][kPanels];
 #pragma GCC unroll 8
   for (int t = 0; t < kTokens; ++t) {
-    alignas(32) float partial[kRows] = {};
-    if (!first && !whole) std::copy(y + t * y_stride, y + t * y_stride + rows, partial);
-    const float* from = whole ? y + t * y_stride : partial;
+    const float* from = y + t * y_stride;
+    alignas(32) float partial[kRows];
+    if (!first && !whole) {  // the pad rows' chains start at zero: they are never stored
+      std::fill(std::copy(from, from + rows, partial), partial + kRows, 0.0f);
+      from = partial;
+    }
 #pragma GCC unroll 8
     for (int p = 0; p < kPanels; ++p) {
       acc[t][p] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(from + p * kPanelRows);
@@ -133,7 +134,7 @@ template <typename W>
 void Panels(const DensePanelsArgs& a, int32_t row_begin, int32_t row_end) {
   const int64_t in = a.in_features;
   const int64_t out = a.out_features;
-  const int64_t panel_elems = W::PanelElems(in);
+  const int64_t panel_elems = DensePanelElems(a.w_dtype, in);
   const auto* w = static_cast<const typename W::Elem*>(a.w);
   auto panel = [&](int32_t o) { return w + o / kPanelRows * panel_elems; };
   if (a.num_tokens == 1) {

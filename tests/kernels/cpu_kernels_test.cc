@@ -364,7 +364,12 @@ TEST(CpuLinearTest, PackedPanelsMatchNaiveLoopAndOneTokenAloneBitForBit) {
     for (auto [dtype, rows, values] :
          {std::tuple{DType::kF32, static_cast<const void*>(w.data()), &w},
           {DType::kBF16, w_bf16.data(), &w_bf16_values}}) {
-      std::vector<uint8_t> packed(cpu::DensePanelBytes(dtype, out_features, in) + 1);
+      // Whole panels of 8 rows, bf16 columns padded to even: the form's size and nothing more.
+      const int64_t panels = (out_features + 7) / 8;
+      const int64_t bytes =
+          dtype == DType::kF32 ? panels * in * 8 * 4 : panels * ((in + 1) / 2 * 2) * 8 * 2;
+      std::vector<uint8_t> packed(cpu::DensePanelBytes(dtype, out_features, in));
+      ASSERT_EQ(static_cast<int64_t>(packed.size()), bytes) << DTypeName(dtype);
       cpu::PackDensePanels(rows, dtype, out_features, in, packed.data());
       for (int tokens : {1, 2, 5, 6, 7, 12, 13, 33, 100}) {
         const std::vector<float> x = RandomFloats(tokens * in, rng);
