@@ -3,8 +3,9 @@
 // Abseil's --help lists only flags defined in files whose name matches the program's
 // ("kvserve-worker" -> kvserve-worker.cc, ...); our flags live in each binary's main.cc
 // (worker/main.cc, router/main.cc, tools/*_main.cc), so --help printed "No flags matched". Here
-// --help and --helpshort list the flags of every *main.cc file (abseil's own flags, such as
-// --flagfile, stay under --helpfull). Header-only so that binaries without gRPC can use it.
+// --help and --helpshort list the flags of every *main.cc file and the servers' shared logging
+// flags (base/log_flags.cc); abseil's own flags, such as --flagfile, stay under --helpfull.
+// Header-only so that binaries without gRPC can use it.
 //
 // Thread-safety: call once, at the start of main, before ParseCommandLine.
 #ifndef KVSERVE_API_PROGRAM_USAGE_H_
@@ -21,7 +22,7 @@ inline void SetProgramUsage(absl::string_view message) {
   absl::SetProgramUsageMessage(message);
   absl::FlagsUsageConfig config;
   config.contains_help_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "main.cc");
+    return absl::EndsWith(file, "main.cc") || absl::EndsWith(file, "base/log_flags.cc");
   };
   config.contains_helpshort_flags = config.contains_help_flags;
   absl::SetFlagsUsageConfig(config);

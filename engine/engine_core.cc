@@ -195,6 +195,10 @@ void EngineCore::EndRequest(RequestState* request, const absl::Status& status, a
   scheduler_->RemoveRequest(request);
   if (observer_ != nullptr) {
     RequestMetrics metrics;
+    metrics.log_id =
+        request->request.log_id.empty() ? request->request.request_id : request->request.log_id;
+    metrics.status = status;
+    metrics.num_preemptions = request->num_preemptions;
     metrics.aborted = !status.ok();
     metrics.prompt_tokens = static_cast<int32_t>(request->request.prompt_token_ids.size());
     for (const auto& choice : request->choices) {

@@ -9,7 +9,9 @@
 #define KVSERVE_ENGINE_ENGINE_OBSERVER_H_
 
 #include <cstdint>
+#include <string>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "engine/engine_output.h"
 
@@ -34,6 +36,8 @@ struct StepMetrics {
 };
 
 struct RequestMetrics {
+  std::string log_id;   // EngineRequest::log_id (request_id when that is empty)
+  absl::Status status;  // how the request ended: OK, or what aborted it
   // The last finishing choice's reason; kAbort when the request was aborted or shut down.
   FinishReason finish_reason = FinishReason::kNone;
   bool aborted = false;  // ended by Abort or Shutdown (not a normal finish)
@@ -43,6 +47,7 @@ struct RequestMetrics {
   absl::Duration time_to_first_token;  // Submit -> first token of any choice; zero if none
   absl::Duration e2e_latency;          // Submit -> finish
   absl::Duration queue_time;           // Submit -> first scheduled
+  int32_t num_preemptions = 0;         // times one of its sequences was preempted
 };
 
 class EngineObserver {

@@ -62,6 +62,9 @@ struct EngineRequest {
   // Unique among the engine's live requests (Submit refuses a duplicate with ALREADY_EXISTS);
   // Abort takes it.
   std::string request_id;
+  // How logs name the request: the client's request id (X-Request-Id, or the router's for one it
+  // proxies), the same in every line about it on router and worker. Empty: request_id.
+  std::string log_id;
   std::vector<int32_t> prompt_token_ids;  // not empty, each in [0, vocab)
   std::string cache_salt;                 // prefix-cache salt; empty: shared cache
   SamplingOptions sampling;

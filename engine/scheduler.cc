@@ -138,6 +138,7 @@ void Scheduler::Preempt(Sequence* victim, StepPlan* plan) {
   Release(victim, plan);
   waiting_.push_front(victim);
   ++num_preemptions_;
+  ++victim->request->num_preemptions;
   if (observer_ != nullptr) observer_->OnPreemption();
 }
 

@@ -35,6 +35,7 @@ struct RequestState {
   int32_t cached_prompt_tokens = 0;  // from the first admission of the first sequence
   bool cached_prompt_tokens_known = false;
   int32_t num_live_sequences = 0;  // sequences not finished
+  int32_t num_preemptions = 0;     // times one of its sequences was preempted
 };
 
 enum class SequenceStatus { kWaiting, kRunning, kFinished };

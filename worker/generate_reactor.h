@@ -13,11 +13,17 @@
 #ifndef KVSERVE_WORKER_GENERATE_REACTOR_H_
 #define KVSERVE_WORKER_GENERATE_REACTOR_H_
 
+#include <grpcpp/grpcpp.h>
 #include <grpcpp/support/byte_buffer.h>
+
+#include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "api/raw_message.h"
+#include "api/request_id.h"
+#include "worker/request_log.h"
 #include "worker/serving_context.h"
 #include "worker/write_pump.h"
 
@@ -29,18 +35,30 @@ class GenerateReactor final : public WritePump<grpc::ByteBuffer> {
   static GenerateReactor* Create(ServingContext* context, absl::StatusOr<StartedRequest> started);
 
   // Parses the raw bytes of a Generate call (api/raw_message.h) and starts the request with
-  // `start` (ServingContext::StartGenerate or StartWorkerGenerate). Bytes that do not parse are
-  // counted as a rejected request and refused.
+  // `start` (ServingContext::StartGenerate or StartWorkerGenerate), giving it the call's
+  // x-request-id metadata. Bytes that do not parse are counted as a rejected request, logged and
+  // refused. The call's initial metadata carries x-request-id back: the request's id when it
+  // started, the one the call sent when it was refused.
   template <typename Request>
   static GenerateReactor* ParseAndStart(
-      ServingContext* context, const grpc::ByteBuffer& request,
-      absl::StatusOr<StartedRequest> (ServingContext::*start)(const Request&)) {
+      ServingContext* context, grpc::CallbackServerContext* call, const grpc::ByteBuffer& request,
+      absl::StatusOr<StartedRequest> (ServingContext::*start)(const Request&, absl::string_view)) {
+    const std::string metadata_id(RequestIdOf(*call));
     Request parsed;
+    absl::StatusOr<StartedRequest> started;
     if (absl::Status status = ParseRequest(request, &parsed); !status.ok()) {
       if (context->metrics() != nullptr) context->metrics()->RecordRejected(status.code());
-      return Create(context, status);
+      LogRequestRefused(metadata_id, status);
+      started = status;
+    } else {
+      started = (context->*start)(parsed, metadata_id);
     }
-    return Create(context, (context->*start)(parsed));
+    if (started.ok()) {
+      call->AddInitialMetadata(kRequestIdMetadata, started->client_request_id);
+    } else if (IsMetadataSafe(metadata_id)) {
+      call->AddInitialMetadata(kRequestIdMetadata, metadata_id);
+    }
+    return Create(context, std::move(started));
   }
 
  private:

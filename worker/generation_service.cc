@@ -7,8 +7,8 @@ namespace kvserve {
 namespace v1 = ::kvserve::v1;
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
-    grpc::CallbackServerContext* /*call*/, const grpc::ByteBuffer* request) {
-  return GenerateReactor::ParseAndStart(context_, *request, &ServingContext::StartGenerate);
+    grpc::CallbackServerContext* call, const grpc::ByteBuffer* request) {
+  return GenerateReactor::ParseAndStart(context_, call, *request, &ServingContext::StartGenerate);
 }
 
 absl::StatusOr<v1::TokenizeResponse> GenerationService::AnswerTokenize(

@@ -32,6 +32,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "api/program_usage.h"
+#include "base/log.h"
+#include "base/log_flags.h"
 #include "base/status_macros.h"
 #include "kernels/backend_factory.h"
 #include "model/default_model.h"
@@ -339,6 +341,7 @@ int DrainAndStop(const absl::StatusOr<int>& stop, double drain_timeout_s,
   if (!stop.ok()) {
     // Ends what is in flight with UNAVAILABLE (the router migrates it), then the other ranks.
     std::cerr << "kvserve-worker: " << stop.status() << "; stopping the group" << std::endl;
+    KVSERVE_LOG(kError, "worker_group_failed").Status(stop.status());
     server->Drain(absl::ZeroDuration());
     group.Kill();
     server.reset();
@@ -391,5 +394,9 @@ int main(int argc, char** argv) {
   kvserve::SetProgramUsage("Serves an LLM over gRPC (kvserve.v1) with Prometheus metrics.");
   kvserve::g_args.assign(argv + 1, argv + argc);
   absl::ParseCommandLine(argc, argv);
+  if (absl::Status s = kvserve::ApplyLogFlags(); !s.ok()) {
+    std::cerr << "kvserve-worker: " << s.message() << std::endl;
+    return 1;
+  }
   return kvserve::Run();
 }

@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "prometheus/text_serializer.h"
+#include "worker/request_log.h"
 
 namespace kvserve {
 namespace {
@@ -231,6 +232,7 @@ void WorkerMetrics::OnRequestFinished(const RequestMetrics& request) {
   }
   e2e_latency_->Observe(Seconds(request.e2e_latency));
   if (request.queue_time > absl::ZeroDuration()) queue_time_->Observe(Seconds(request.queue_time));
+  LogRequestDone(request);
 }
 
 void WorkerMetrics::OnTokenEmitted(absl::Duration inter_token_latency) {

@@ -11,6 +11,7 @@
 #include "grammar/vocabulary.h"
 #include "tokenizer/tool_call_parser.h"
 #include "worker/proto_conversion.h"
+#include "worker/request_log.h"
 
 namespace kvserve {
 namespace {
@@ -108,8 +109,9 @@ v1::WorkerIdentity ServingContext::identity() const {
   return identity_;
 }
 
-absl::Status ServingContext::Rejected(absl::Status status) {
+absl::Status ServingContext::Rejected(absl::Status status, absl::string_view id) {
   if (metrics_ != nullptr) metrics_->RecordRejected(status.code());
+  LogRequestRefused(id, status);
   return status;
 }
 
@@ -119,41 +121,48 @@ void ServingContext::Abort(const std::string& engine_request_id) {
   (void)engine_->Abort(engine_request_id);  // NOT_FOUND: it already ended, nothing to free
 }
 
-absl::StatusOr<StartedRequest> ServingContext::StartGenerate(const v1::GenerateRequest& request) {
-  if (draining()) return Rejected(Draining());
-  if (absl::Status s = ValidateGenerateRequest(request, limits_); !s.ok()) return Rejected(s);
+absl::StatusOr<StartedRequest> ServingContext::StartGenerate(
+    const v1::GenerateRequest& request, absl::string_view metadata_request_id) {
+  const uint64_t number = next_request_number_.fetch_add(1);
+  std::string client_id = !request.request_id().empty()  ? request.request_id()
+                          : !metadata_request_id.empty() ? std::string(metadata_request_id)
+                                                         : absl::StrCat("req-", number);
+  if (draining()) return Rejected(Draining(), client_id);
+  if (absl::Status s = ValidateGenerateRequest(request, limits_); !s.ok()) {
+    return Rejected(s, client_id);
+  }
   EngineRequest engine_request;
   absl::StatusOr<std::vector<int32_t>> prompt = renderer_.Render(PromptInputOf(request));
-  if (!prompt.ok()) return Rejected(prompt.status());
+  if (!prompt.ok()) return Rejected(prompt.status(), client_id);
   engine_request.prompt_token_ids = *std::move(prompt);
   if (absl::Status s =
           ValidatePromptTokens(engine_request.prompt_token_ids, limits_, "prompt_token_ids.ids");
       !s.ok()) {
-    return Rejected(s);
+    return Rejected(s, client_id);
   }
   engine_request.sampling = ResolveSampling(request.sampling(), limits_);
   engine_request.n = ResolveN(request.sampling());
   if (absl::Status s = ValidateKvFit(static_cast<int32_t>(engine_request.prompt_token_ids.size()),
                                      engine_request.sampling.max_tokens, engine_request.n, limits_);
       !s.ok()) {
-    return Rejected(s);
+    return Rejected(s, client_id);
   }
   if (absl::Status s = CompileConstraint(request.sampling(), &engine_request.sampling); !s.ok()) {
-    return Rejected(s);
+    return Rejected(s, client_id);
   }
   engine_request.priority = request.priority();
-  const uint64_t number = next_request_number_.fetch_add(1);
   engine_request.request_id = absl::StrCat("g", number);
-  std::string client_id =
-      request.request_id().empty() ? absl::StrCat("req-", number) : request.request_id();
+  engine_request.log_id = client_id;
   return Submit(std::move(engine_request), std::move(client_id));
 }
 
 absl::StatusOr<StartedRequest> ServingContext::StartWorkerGenerate(
-    const v1::WorkerGenerateRequest& request) {
-  if (draining()) return Rejected(Draining());
+    const v1::WorkerGenerateRequest& request, absl::string_view metadata_request_id) {
+  const std::string log_id =
+      metadata_request_id.empty() ? request.request_id() : std::string(metadata_request_id);
+  if (draining()) return Rejected(Draining(), log_id);
   if (absl::Status s = ValidateWorkerGenerateRequest(request, limits_); !s.ok()) {
-    return Rejected(s);
+    return Rejected(s, log_id);
   }
   EngineRequest engine_request;
   engine_request.prompt_token_ids.assign(request.prompt_token_ids().begin(),
@@ -162,7 +171,7 @@ absl::StatusOr<StartedRequest> ServingContext::StartWorkerGenerate(
   engine_request.sampling = ResolveSampling(request.sampling(), limits_);
   engine_request.n = ResolveN(request.sampling());
   if (absl::Status s = CompileConstraint(request.sampling(), &engine_request.sampling); !s.ok()) {
-    return Rejected(s);
+    return Rejected(s, log_id);
   }
   for (const v1::WorkerChoice& choice : request.choices()) {
     ChoiceStart& start = engine_request.choices.emplace_back();
@@ -174,7 +183,7 @@ absl::StatusOr<StartedRequest> ServingContext::StartWorkerGenerate(
   if (absl::Status s = ValidateKvFit(static_cast<int32_t>(engine_request.prompt_token_ids.size()),
                                      engine_request.sampling.max_tokens, engine_request.n, limits_);
       !s.ok()) {
-    return Rejected(s);
+    return Rejected(s, log_id);
   }
   if (request.has_kv_source() && kv_fetcher_ != nullptr) {
     // The context the router's books matched: the prompt and the first choice's tokens so far.
@@ -187,6 +196,7 @@ absl::StatusOr<StartedRequest> ServingContext::StartWorkerGenerate(
   }
   engine_request.request_id =
       absl::StrCat("w", next_request_number_.fetch_add(1), ":", request.request_id());
+  engine_request.log_id = log_id;
   return Submit(std::move(engine_request), request.request_id());
 }
 
@@ -213,8 +223,9 @@ absl::StatusOr<StartedRequest> ServingContext::Submit(EngineRequest request,
   StartedRequest started;
   started.engine_request_id = request.request_id;
   started.client_request_id = std::move(client_request_id);
+  const std::string log_id = request.log_id;
   absl::StatusOr<std::shared_ptr<RequestStream>> stream = engine_->Submit(std::move(request));
-  if (!stream.ok()) return Rejected(stream.status());
+  if (!stream.ok()) return Rejected(stream.status(), log_id);
   started.stream = *std::move(stream);
   return started;
 }

@@ -59,11 +59,16 @@ class ServingContext {
                  std::string worker_id, WorkerMetrics* metrics, int32_t tensor_parallel_size = 1,
                  absl::Duration constraint_compile_timeout = kDefaultConstraintCompileTimeout);
 
-  // Generation.Generate: validate, tokenize, submit.
-  absl::StatusOr<StartedRequest> StartGenerate(const kvserve::v1::GenerateRequest& request);
+  // Generation.Generate: validate, tokenize, submit. `metadata_request_id` is the call's
+  // x-request-id (gRPC metadata; "" when none): the client's id when request.request_id is empty.
+  absl::StatusOr<StartedRequest> StartGenerate(const kvserve::v1::GenerateRequest& request,
+                                               absl::string_view metadata_request_id = "");
   // Worker.Generate: validate and submit the router's already tokenized request.
+  // `metadata_request_id` is the x-request-id the router sends (its client's request id): the id
+  // of the request in this worker's log lines; "" when none (request.request_id then).
   absl::StatusOr<StartedRequest> StartWorkerGenerate(
-      const kvserve::v1::WorkerGenerateRequest& request);
+      const kvserve::v1::WorkerGenerateRequest& request,
+      absl::string_view metadata_request_id = "");
 
   absl::StatusOr<kvserve::v1::TokenizeResponse> Tokenize(
       const kvserve::v1::TokenizeRequest& request) const;
@@ -92,7 +97,8 @@ class ServingContext {
 
  private:
   absl::StatusOr<StartedRequest> Submit(EngineRequest request, std::string client_request_id);
-  absl::Status Rejected(absl::Status status);  // counts it, returns it
+  // Counts the refusal of request `id`, logs it, returns it.
+  absl::Status Rejected(absl::Status status, absl::string_view id);
   // sampling.structured_output compiled into options->constraint (nothing when unset):
   // INVALID_ARGUMENT "sampling.structured_output: ..." for a model without a tokenizer or a
   // schema / regex / grammar that does not compile, DEADLINE_EXCEEDED past

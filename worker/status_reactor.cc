@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/log.h"
 #include "worker/proto_conversion.h"
 
 namespace kvserve {
@@ -11,8 +12,13 @@ namespace kvserve {
 namespace v1 = ::kvserve::v1;
 
 StatusReactor::StatusReactor(ServingContext* context,
-                             std::shared_ptr<StatusSubscription> subscription)
-    : context_(context), subscription_(std::move(subscription)) {
+                             std::shared_ptr<StatusSubscription> subscription,
+                             std::string router_id, std::string peer)
+    : context_(context),
+      subscription_(std::move(subscription)),
+      router_id_(std::move(router_id)),
+      peer_(std::move(peer)) {
+  KVSERVE_LOG(kInfo, "router_connected").Field("router", router_id_).Field("peer", peer_);
   subscription_->SetNotifier(Notifier());
   Pump();  // an update may already be waiting
 }
@@ -68,6 +74,7 @@ void StatusReactor::StopSource() { subscription_->Close(); }
 
 void StatusReactor::OnDone() {
   subscription_->Close();
+  KVSERVE_LOG(kInfo, "router_disconnected").Field("router", router_id_).Field("peer", peer_);
   WritePump::OnDone();  // deletes this
 }
 

@@ -15,6 +15,7 @@
 
 #include <deque>
 #include <memory>
+#include <string>
 
 #include "engine/status_subscription.h"
 #include "kvserve/v1/worker.pb.h"
@@ -29,7 +30,10 @@ class StatusReactor final : public WritePump<kvserve::v1::WorkerStatus> {
   // message far below gRPC's 4 MiB default.
   static constexpr int kMaxBlocksPerSnapshotPart = 16384;
 
-  StatusReactor(ServingContext* context, std::shared_ptr<StatusSubscription> subscription);
+  // `router_id` (StatusRequest.router_id) and `peer` name the router in the log lines
+  // router_connected (now) and router_disconnected (OnDone).
+  StatusReactor(ServingContext* context, std::shared_ptr<StatusSubscription> subscription,
+                std::string router_id, std::string peer);
 
   void OnDone() override;
 
@@ -41,6 +45,8 @@ class StatusReactor final : public WritePump<kvserve::v1::WorkerStatus> {
 
   ServingContext* const context_;
   const std::shared_ptr<StatusSubscription> subscription_;
+  const std::string router_id_;
+  const std::string peer_;
   // Guarded by the pump's lock.
   std::deque<kvserve::v1::WorkerStatus> outbox_;
 };

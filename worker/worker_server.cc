@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "api/grpc_server.h"
+#include "base/log.h"
 #include "base/status_macros.h"
 #include "http/metrics_exposer.h"
 #include "tokenizer/chat_template.h"
@@ -96,8 +97,10 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
                      server->metrics_.get());
   if (!engine.ok()) return NameTheFlag(engine.status());
   server->engine_ = *std::move(engine);
-  server->engine_->SetFailureListener(
-      [raw = server.get()](const absl::Status& /*failure*/) { raw->OnEngineFailed(); });
+  server->engine_->SetFailureListener([raw = server.get()](const absl::Status& failure) {
+    KVSERVE_LOG(kError, "engine_failed").Status(failure);
+    raw->OnEngineFailed();
+  });
   KVSERVE_RETURN_IF_ERROR(server->engine_->Start());
   server->metrics_->SetStatsSource([engine = server->engine_.get()] { return engine->Stats(); });
 
@@ -171,6 +174,8 @@ void WorkerServer::OnEngineFailed() {
 bool WorkerServer::Drain(absl::Duration timeout) {
   if (drained_) return true;
   drained_ = true;
+  const absl::Time start = absl::Now();
+  KVSERVE_LOG(kInfo, "drain_started").FieldMs("timeout_ms", timeout);
   context_->SetDraining();
   {
     absl::MutexLock lock(&health_mu_);
@@ -193,6 +198,9 @@ bool WorkerServer::Drain(absl::Duration timeout) {
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server_->Wait();
   if (http_ != nullptr) http_->Stop();
+  // clean=false: requests still running at the timeout ended with UNAVAILABLE (a router moves
+  // them).
+  KVSERVE_LOG(kInfo, "drain_finished").Field("clean", idle).FieldMs("took_ms", absl::Now() - start);
   return idle;
 }
 

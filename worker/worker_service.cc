@@ -10,12 +10,13 @@ namespace kvserve {
 namespace v1 = ::kvserve::v1;
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* WorkerService::Generate(
-    grpc::CallbackServerContext* /*call*/, const grpc::ByteBuffer* request) {
-  return GenerateReactor::ParseAndStart(context_, *request, &ServingContext::StartWorkerGenerate);
+    grpc::CallbackServerContext* call, const grpc::ByteBuffer* request) {
+  return GenerateReactor::ParseAndStart(context_, call, *request,
+                                        &ServingContext::StartWorkerGenerate);
 }
 
 grpc::ServerWriteReactor<v1::WorkerStatus>* WorkerService::StreamStatus(
-    grpc::CallbackServerContext* /*call*/, const v1::StatusRequest* /*request*/) {
+    grpc::CallbackServerContext* call, const v1::StatusRequest* request) {
   // StatusRequest.min_interval_ms is not needed: the subscription coalesces whatever arrives
   // while a write is in flight, so a slow reader gets fewer, larger messages.
   if (context_->draining()) {
@@ -26,7 +27,8 @@ grpc::ServerWriteReactor<v1::WorkerStatus>* WorkerService::StreamStatus(
     };
     return new Refused();
   }
-  return new StatusReactor(context_, context_->engine().SubscribeStatus());
+  return new StatusReactor(context_, context_->engine().SubscribeStatus(), request->router_id(),
+                           call->peer());
 }
 
 grpc::ServerUnaryReactor* WorkerService::GetModelInfo(grpc::CallbackServerContext* call,
