@@ -14,8 +14,10 @@
 #include <mutex>
 #include <optional>
 
+#include "absl/random/random.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "http/error_mapping.h"
 
@@ -39,6 +41,12 @@ namespace {
 
 std::chrono::steady_clock::duration ToChrono(absl::Duration duration) {
   return absl::ToChronoNanoseconds(duration);
+}
+
+// 128 random bits in hex: an id no two requests share in practice.
+std::string NewRequestId() {
+  thread_local absl::BitGen gen;
+  return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen), absl::Uniform<uint64_t>(gen));
 }
 
 std::string ErrorBody(int status, absl::string_view message) {
@@ -127,6 +135,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     return absl::StrCat("HTTP/1.1 ", status, " ",
                         std::string(bhttp::obsolete_reason(static_cast<bhttp::status>(status))),
                         "\r\nServer: kvserve\r\nContent-Type: ", content_type,
+                        "\r\nX-Request-Id: ", request_id_,
                         "\r\nConnection: ", keep_alive_ ? "keep-alive" : "close", "\r\n");
   }
 
@@ -153,6 +162,11 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     keep_alive_ = false;
     in_exchange_ = true;
     path_ = "";
+    request_id_.clear();
+    if (parser_.has_value() && parser_->is_header_done()) {
+      request_id_ = std::string(parser_->get()["x-request-id"]);
+    }
+    if (request_id_.empty()) request_id_ = NewRequestId();
     Respond(status, "application/json", ErrorBody(status, message));
   }
 
@@ -219,6 +233,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
                                    std::string(field.value()));
     }
     request.body = std::move(message.body());
+    request.request_id = std::string(request.Header("x-request-id"));
+    if (request.request_id.empty()) request.request_id = NewRequestId();
+    request_id_ = request.request_id;
     beast::error_code ec;
     const tcp::endpoint remote = stream_.socket().remote_endpoint(ec);
     if (!ec) request.peer = absl::StrCat(remote.address().to_string(), ":", remote.port());
@@ -353,6 +370,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::shared_ptr<HttpExchange> exchange_;
   std::string path_;
+  std::string request_id_;  // the exchange's X-Request-Id
   std::deque<std::string> writes_;
   char scratch_[4096];
   bool first_request_ = true;

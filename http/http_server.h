@@ -14,6 +14,10 @@
 // response is pending the connection watches its socket, so a client that disconnects is seen
 // at once and the exchange's close callback runs (the front end cancels the request).
 //
+// Request ids: every response carries an X-Request-Id header, the request's own X-Request-Id
+// when it sent one, else an id the server made (32 hex digits); the handler gets the same in
+// HttpRequest::request_id. A request refused before its header was read gets a fresh id.
+//
 // Thread-safety: HttpExchange is thread-safe; the handler runs on the connection's strand and
 // must not block. Start / Stop / the destructor from one thread.
 #ifndef KVSERVE_HTTP_HTTP_SERVER_H_
@@ -51,6 +55,8 @@ struct HttpRequest {
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
   std::string body;
   std::string peer;  // "ip:port"
+  // X-Request-Id as sent, or one the server generated when it sent none; echoed in the response.
+  std::string request_id;
 
   // The first header named `name` (lower case), or "" when there is none.
   absl::string_view Header(absl::string_view name) const;

@@ -176,15 +176,12 @@ void OpenAiFrontEnd::Generate(OpenAiEndpoint endpoint, const CallContext& call,
   if (!mapping.ok()) return RespondError(*exchange, mapping.status(), input_field);
   absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(endpoint, request.body, *mapping);
   if (!parsed.ok()) return RespondError(*exchange, parsed.status(), input_field);
-  const std::string request_id(request.Header("x-request-id"));
-  static std::atomic<uint64_t> next_id{1};
-  const std::string response_id =
-      request_id.empty() ? absl::StrCat(absl::ToUnixMicros(absl::Now()), "-", next_id++)
-                         : request_id;
-  for (v1::GenerateRequest& prompt : parsed->requests) prompt.set_request_id(request_id);
+  // The X-Request-Id the response echoes (the server made one when none was sent): the
+  // request's id everywhere, in the response's "id" and in the log lines of router and worker.
+  for (v1::GenerateRequest& prompt : parsed->requests) prompt.set_request_id(request.request_id);
   std::string model = parsed->model.empty() ? mapping->served_model : parsed->model;
   auto call_state = std::make_shared<CompletionCall>(*std::move(parsed), std::move(model),
-                                                     response_id, std::move(exchange));
+                                                     request.request_id, std::move(exchange));
   call_state->Start(backend_, call);
 }
 

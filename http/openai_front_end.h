@@ -6,7 +6,8 @@
 //   POST /tokenize, POST /detokenize                   as vLLM has them
 // maps each request with openai_mapping.h / openai_response.h, and each backend error with
 // error_mapping.h. Every route but /health needs Authenticate() to pass (the bearer token of
-// "Authorization: Bearer ..." is in the CallContext). "X-Request-Id" becomes the request id;
+// "Authorization: Bearer ..." is in the CallContext). "X-Request-Id" (or the id the server made
+// when none was sent, echoed in the response's X-Request-Id header) becomes the request id;
 // "X-Request-Timeout-Ms" sets a deadline (504 when it passes; for a stream, an error event).
 //
 // A client that disconnects cancels its request at once (GenerationStream::Cancel).

@@ -5,9 +5,13 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "api/raw_message.h"
+#include "api/request_id.h"
 #include "api/status_conversion.h"
+#include "base/log.h"
 #include "kvserve/v1/worker.grpc.pb.h"
+#include "router/request_log.h"
 
 namespace kvserve {
 namespace {
@@ -95,7 +99,10 @@ class GenerateCall::Upstream final : public grpc::ClientReadReactor<v1::Generate
         worker_id_(std::move(worker_id)),
         worker_(std::move(worker)),
         context_(owner->client_->NewWorkerContext()),
-        request_(std::move(request)) {}
+        request_(std::move(request)) {
+    // The worker logs the request under the client's id too.
+    context_->AddMetadata(kRequestIdMetadata, owner->request_.client_request_id);
+  }
 
   // Starts the call; it cannot end before ReleaseHold.
   void Begin() {
@@ -262,7 +269,10 @@ void GenerateCall::OnAdmitted(AdmissionOutcome outcome) {
     // A call cancelled by its own deadline counts as a deadline, whichever check saw it first
     // (the client's timer usually fires, and cancels, a moment before the server's).
     const bool past_deadline = absl::Now() + absl::Milliseconds(50) >= deadline_;
-    metrics->RecordRejection(past_deadline ? "deadline" : RefusalLabel(outcome.refusal));
+    const absl::string_view reason =
+        past_deadline ? absl::string_view("deadline") : RefusalLabel(outcome.refusal);
+    metrics->RecordRejection(reason);
+    LogRequestRefused(request_.client_request_id, reason, outcome.decision.status());
     if (attempt > 0 && outcome.refusal == AdmissionRefusal::kNoWorker) {
       absl::Status failure;
       {
@@ -313,10 +323,25 @@ void GenerateCall::OnAdmitted(AdmissionOutcome outcome) {
 void GenerateCall::OpenUpstream(const RoutingDecision& decision,
                                 std::shared_ptr<WorkerConnection> worker) {
   v1::WorkerGenerateRequest request;
+  std::string migrating_from;
+  absl::Status reason;
+  int32_t tokens_so_far = 0;
   {
     absl::MutexLock lock(&mu_);
     request = progress_.WorkerRequest(decision);
     ++holds_;  // the worker call's, until OnUpstreamDone
+    workers_.push_back(decision.worker_id);
+    migrating_from = std::exchange(migrating_from_, "");
+    reason = last_failure_;
+    tokens_so_far = progress_.completion_tokens();
+  }
+  if (!migrating_from.empty()) {
+    KVSERVE_LOG(kWarning, "request_migrated")
+        .Field("id", request_.client_request_id)
+        .Field("from", migrating_from)
+        .Field("to", decision.worker_id)
+        .Field("tokens", tokens_so_far)
+        .Field("reason", reason.message());
   }
   auto upstream =
       std::make_shared<Upstream>(this, decision.worker_id, std::move(worker), std::move(request));
@@ -343,9 +368,11 @@ void GenerateCall::OnUpstreamMessage(Upstream* upstream) {
     if (!cancelled_ && !client_gone_) {
       first = !upstream->started;
       upstream->started = true;
+      if (!first_message_time_.has_value()) first_message_time_ = absl::Now();
       if (progress_.Apply(upstream->response())) {
         upstream->got_usage = true;
         delivered = upstream->response()->usage().cached_prompt_tokens();
+        cached_tokens_ = delivered;
       }
       write_message_.Swap(upstream->response());  // the next read starts after the send
       write_in_flight_ = true;
@@ -451,6 +478,7 @@ void GenerateCall::OnUpstreamDone(Upstream* upstream, absl::Status status, bool 
         absl::MutexLock lock(&mu_);
         last_failure_ = failure;
         failed_workers_.push_back(worker_id);
+        migrating_from_ = worker_id;
         ++attempt_;
       }
       Admit();
@@ -520,9 +548,28 @@ void GenerateCall::Execute(Actions actions) {
   if (actions.release_hold != nullptr) actions.release_hold->ReleaseHold();
   if (actions.finish.has_value()) {
     proxy_->metrics()->RecordFinished(absl::StatusCodeToString(actions.finish->code()));
+    LogDone(*actions.finish);
     client_->End(*actions.finish);
   }
   Unref();
+}
+
+void GenerateCall::LogDone(const absl::Status& status) {
+  if (!LogEnabled(LogLevel::kInfo)) return;
+  const absl::Time now = absl::Now();
+  absl::MutexLock lock(&mu_);
+  LogEvent event(LogLevel::kInfo, "request_done");
+  event.Field("id", request_.client_request_id);
+  if (!request_.tenant.empty()) event.Field("tenant", request_.tenant);
+  event.Field("workers", absl::StrJoin(workers_, ","))
+      .Field("prompt_tokens", request_.prompt_token_ids.size())
+      .Field("cached_tokens", cached_tokens_)
+      .Field("output_tokens", progress_.completion_tokens())
+      .FieldMs("ttft_ms", first_message_time_.has_value() ? *first_message_time_ - start_
+                                                          : absl::ZeroDuration())
+      .FieldMs("total_ms", now - start_)
+      .Field("migrations", attempt_)
+      .Status(status);
 }
 
 // --- Client side -----------------------------------------------------------------------------

@@ -15,6 +15,12 @@
 //   OnUpstreamDone the worker call ended: finish, or migrate (Admit again, excluding the worker)
 //   EndWith        end the client call once no send, admission or worker call is pending
 //
+// Log lines (base/log.h), each with the client's request id (which every worker call carries as
+// x-request-id metadata, so the workers' lines name it the same): `request_refused` when
+// admission refuses it, `request_migrated` when it moves (from, to, tokens so far, reason),
+// `request_done` at its end (tenant, workers, prompt / cached / output tokens, TTFT, total time,
+// migrations, status).
+//
 // Ownership: counted holds. The client side holds one from Create until it calls OnClientDone
 // (the transport is done with the call); each pending admission callback and each live worker
 // call holds one; the call deletes itself when the last goes. The worker call holds a hold on the
@@ -111,12 +117,15 @@ class GenerateCall final {
   // The next steps once state changed. REQUIRES: mu_ held.
   void PlanLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Execute(Actions actions);
+  // The request_done line of a call that ends with `status`.
+  void LogDone(const absl::Status& status);
 
   GenerateProxy* const proxy_;
   GenerateClient* const client_;
   std::unique_ptr<GenerateClient> owned_client_;  // client_, when the call owns it
   const ProxiedRequest request_;
   const absl::Time deadline_;
+  const absl::Time start_ = absl::Now();
 
   absl::Mutex mu_;
   int holds_ ABSL_GUARDED_BY(mu_) = 1;  // the client side's, until OnClientDone
@@ -124,6 +133,13 @@ class GenerateCall final {
   std::vector<std::string> failed_workers_ ABSL_GUARDED_BY(mu_);
   int attempt_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status last_failure_ ABSL_GUARDED_BY(mu_);
+  // For the log: every worker a call was opened on, in order; the worker a migration leaves
+  // ("" when none is under way); when the first message reached the client; the cached prompt
+  // tokens the finishing worker reported.
+  std::vector<std::string> workers_ ABSL_GUARDED_BY(mu_);
+  std::string migrating_from_ ABSL_GUARDED_BY(mu_);
+  std::optional<absl::Time> first_message_time_ ABSL_GUARDED_BY(mu_);
+  int64_t cached_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   // Admission: a callback is pending; the ticket once Submit returned it.
   bool admitting_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t ticket_ ABSL_GUARDED_BY(mu_) = 0;

@@ -27,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "api/program_usage.h"
+#include "base/log_flags.h"
 #include "model/default_model.h"
 #include "router/router_server.h"
 #include "router/router_server_options.h"
@@ -156,5 +157,6 @@ int main(int argc, char** argv) {
   absl::InstallFailureSignalHandler(absl::FailureSignalHandlerOptions());
   kvserve::SetProgramUsage("Routes kvserve.v1.Generation requests across kvserve workers.");
   absl::ParseCommandLine(argc, argv);
+  if (absl::Status s = kvserve::ApplyLogFlags(); !s.ok()) return kvserve::Fail(s);
   return kvserve::Run();
 }

@@ -29,6 +29,7 @@ struct ProxiedRequest {
   std::vector<int32_t> prompt_token_ids;  // chat template and special tokens applied
   kvserve::v1::SamplingParams sampling;   // seed set, max_tokens > 0
   int priority = 0;
+  std::string tenant;          // the authenticated tenant ("" without auth), for logs
   std::string cache_salt;      // from the authenticated tenant
   int64_t context_length = 0;  // one choice's prompt + output at most (pool-limited); 0: no cap
 };
@@ -54,6 +55,8 @@ class RequestProgress {
 
   // Every choice has its finish reason.
   bool all_finished() const;
+  // Tokens generated so far, over every choice and every worker call.
+  int32_t completion_tokens() const { return completion_tokens_; }
   // The closing message for a request whose choices all finished but whose usage never came (its
   // worker failed just before sending it); nullopt when the request cannot end that way.
   std::optional<kvserve::v1::GenerateResponse> UsageOnlyEnding() const;

@@ -4,9 +4,11 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "api/prompt_conversion.h"
 #include "base/status_macros.h"
+#include "router/request_log.h"
 
 namespace kvserve {
 
@@ -63,6 +65,7 @@ absl::StatusOr<ProxiedRequest> RouterApi::ResolveGenerate(const v1::GenerateRequ
   resolved.router_request_id = absl::StrCat(router_id_, "-r", number);
   resolved.prompt_token_ids = std::move(prompt);
   resolved.priority = request.priority();
+  resolved.tenant = tenant;
   resolved.cache_salt = TokenAuth::CacheSaltFor(tenant);
   resolved.context_length = limits.context_length;
   resolved.sampling = request.sampling();
@@ -77,11 +80,13 @@ absl::StatusOr<ProxiedRequest> RouterApi::ResolveGenerate(const v1::GenerateRequ
   return resolved;
 }
 
-void RouterApi::RecordRefused(const absl::Status& status) const {
+void RouterApi::RecordRefused(const absl::Status& status, absl::string_view request_id) const {
   if (status.code() == absl::StatusCode::kInvalidArgument) {
     metrics_->RecordRejection("invalid_argument");
   }
   metrics_->RecordFinished(absl::StatusCodeToString(status.code()));
+  LogRequestRefused(request_id, absl::AsciiStrToLower(absl::StatusCodeToString(status.code())),
+                    status);
 }
 
 bool RouterApi::AnyWorkerServing() const {

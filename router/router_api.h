@@ -61,8 +61,9 @@ class RouterApi {
   absl::StatusOr<kvserve::v1::ModelInfo> GetModelInfo(
       const kvserve::v1::GetModelInfoRequest& request) const;
 
-  // Counts a Generate call that ended with `status` before it was proxied.
-  void RecordRefused(const absl::Status& status) const;
+  // Counts and logs a Generate call (`request_id` as the client sent it, "" when none) that
+  // ended with `status` before it was proxied.
+  void RecordRefused(const absl::Status& status, absl::string_view request_id) const;
 
   // Whether a new request could be served now: some worker is routable.
   bool AnyWorkerServing() const;

@@ -176,7 +176,7 @@ absl::StatusOr<std::unique_ptr<GenerationStream>> RouterHttpBackend::Generate(
     return api_->ResolveGenerate(request, tenant);
   }();
   if (!resolved.ok()) {
-    api_->RecordRefused(resolved.status());
+    api_->RecordRefused(resolved.status(), request.request_id());
     return resolved.status();
   }
   auto state = std::make_shared<HttpCallState>();

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "api/raw_message.h"
+#include "api/request_id.h"
 #include "api/status_conversion.h"
 #include "base/status_macros.h"
 
@@ -26,16 +27,25 @@ absl::Status RouterService::Admit(const grpc::CallbackServerContext& call) const
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* RouterService::Generate(
     grpc::CallbackServerContext* call, const grpc::ByteBuffer* request) {
+  // The request's own request_id wins over the call's x-request-id metadata.
+  std::string request_id(RequestIdOf(*call));
   absl::StatusOr<ProxiedRequest> resolved = [&]() -> absl::StatusOr<ProxiedRequest> {
     KVSERVE_ASSIGN_OR_RETURN(std::string tenant, Authenticate(*call));
     v1::GenerateRequest parsed;
     KVSERVE_RETURN_IF_ERROR(ParseRequest(*request, &parsed));
+    if (parsed.request_id().empty()) {
+      parsed.set_request_id(request_id);
+    } else {
+      request_id = parsed.request_id();
+    }
     return api_->ResolveGenerate(parsed, tenant);
   }();
   if (!resolved.ok()) {
-    api_->RecordRefused(resolved.status());
+    api_->RecordRefused(resolved.status(), request_id);
+    if (IsMetadataSafe(request_id)) call->AddInitialMetadata(kRequestIdMetadata, request_id);
     return RefuseGenerate(ToGrpcStatus(resolved.status()));
   }
+  call->AddInitialMetadata(kRequestIdMetadata, resolved->client_request_id);
   return proxy_->Start(call, *std::move(resolved));
 }
 

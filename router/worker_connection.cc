@@ -2,12 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <iostream>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "api/serving_fingerprint.h"
+#include "base/log.h"
 
 namespace kvserve {
 
@@ -84,9 +85,7 @@ void WorkerConnection::Watch() {
       // Not routable until its status flows again (the stream is reopened for a snapshot), but
       // its requests keep running: a worker too busy to publish is slow, not dead. A stopped
       // process is caught by keepalive, a stream that makes no progress by its own deadline.
-      std::cerr << "kvserve-router: worker " << address_ << ": no status for "
-                << absl::FormatDuration(now - last_status_) << ", not routing to it until it"
-                << " publishes again" << std::endl;
+      // Logged by the status thread (NoteUnresponsive) when the stream ends.
       liveness_expired_ = true;
       active_->TryCancel();
     }
@@ -131,7 +130,11 @@ bool WorkerConnection::FetchModelInfo() {
   {
     absl::MutexLock lock(&mu_);
     active_ = nullptr;
-    if (!status.ok()) return false;
+    if (stopping_) return false;
+  }
+  if (!status.ok()) {
+    NoteUnreachable(status);
+    return false;
   }
   std::string refusal;
   if (options_.fingerprint.has_value()) {
@@ -140,9 +143,11 @@ bool WorkerConnection::FetchModelInfo() {
   // A refused worker's blocks are not the router's workers' blocks: it neither sends nor receives.
   std::string kv_transfer_format = refusal.empty() ? info.kv_transfer_format() : "";
   bool log_refusal = false;
+  bool log_acceptance = false;
   {
     absl::MutexLock lock(&mu_);
     log_refusal = !refusal.empty() && refusal != refused_reason_;
+    log_acceptance = refusal.empty() && !refused_reason_.empty();
     refused_reason_ = refusal;
     if (refusal.empty()) {
       model_info_ = std::move(info);
@@ -150,10 +155,17 @@ bool WorkerConnection::FetchModelInfo() {
       model_info_.reset();  // not one of the router's workers: its limits must not count
     }
   }
+  // The canary's verdict, when it changes: a refused worker's prefix hashes would not match the
+  // router's, so it gets no requests.
   if (log_refusal) {
-    std::cerr << "kvserve-router: refusing worker " << address_
-              << ": its serving fingerprint differs from the router's (" << refusal
-              << "); prefix hashes would not match, so it gets no requests" << std::endl;
+    KVSERVE_LOG(kWarning, "worker_refused")
+        .Field("worker", address_)
+        .Field("reason", absl::StrCat("serving fingerprint differs from the router's: ", refusal));
+  }
+  if (log_acceptance) {
+    KVSERVE_LOG(kInfo, "worker_accepted")
+        .Field("worker", address_)
+        .Field("reason", "serving fingerprint matches the router's");
   }
   (void)books_->SetKvTransferFormat(address_, std::move(kv_transfer_format));
   (void)books_->MarkRefused(address_, refusal);
@@ -182,6 +194,7 @@ bool WorkerConnection::StreamOnce() {
   kvserve::v1::WorkerStatus status;
   bool resync = false;
   bool cancelled = false;
+  bool delivered = false;
   while (reader->Read(&status)) {
     {
       absl::MutexLock lock(&mu_);
@@ -190,10 +203,16 @@ bool WorkerConnection::StreamOnce() {
     if (cancelled) continue;  // drain what is in flight
     absl::StatusOr<ApplyResult> applied = books_->ApplyStatus(address_, status);
     if (!applied.ok()) {
-      std::cerr << "kvserve-router: worker " << address_ << ": " << applied.status() << std::endl;
+      KVSERVE_LOG(kWarning, "worker_status_rejected")
+          .Field("worker", address_)
+          .Status(applied.status());
       context.TryCancel();  // reconnect after a backoff; the worker stays unroutable meanwhile
       cancelled = true;
       continue;
+    }
+    if (!delivered) {
+      delivered = true;
+      NoteConnected();
     }
     if (applied->resync_needed) {
       context.TryCancel();
@@ -201,13 +220,91 @@ bool WorkerConnection::StreamOnce() {
     }
     Changed();
   }
-  reader->Finish();
-  absl::MutexLock lock(&mu_);
-  active_ = nullptr;
-  status_stream_open_ = false;
+  const grpc::Status finished = reader->Finish();
+  bool silent = false;
+  bool stopping = false;
+  {
+    absl::MutexLock lock(&mu_);
+    active_ = nullptr;
+    status_stream_open_ = false;
+    silent = liveness_expired_;
+    stopping = stopping_;
+  }
+  if (silent) {
+    NoteUnresponsive();
+  } else if (!resync && !stopping && !cancelled) {
+    if (delivered) {
+      NoteLost(finished);
+    } else {
+      NoteUnreachable(finished);
+    }
+  }
   // A stream cancelled for silence is reopened at once, like a resync: the worker is routable
   // again as soon as its next snapshot arrives.
-  return resync || liveness_expired_;
+  return resync || silent;
+}
+
+void WorkerConnection::NoteConnected() {
+  const absl::Time now = absl::Now();
+  if (link_ == LinkState::kNew) {
+    KVSERVE_LOG(kInfo, "worker_connected").Field("worker", address_);
+  } else if (link_ != LinkState::kUp) {
+    KVSERVE_LOG(kInfo, "worker_reconnected")
+        .Field("worker", address_)
+        .Field("was", link_ == LinkState::kUnresponsive ? "unresponsive" : "down")
+        .FieldMs("down_ms", now - down_since_)
+        .Field("attempts", failed_attempts_);
+  }
+  link_ = LinkState::kUp;
+  failed_attempts_ = 0;
+}
+
+void WorkerConnection::NoteLost(const grpc::Status& status) {
+  const absl::Time now = absl::Now();
+  if (link_ == LinkState::kUp || link_ == LinkState::kUnresponsive) {
+    KVSERVE_LOG(kWarning, "worker_lost")
+        .Field("worker", address_)
+        .Field("code", absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code())))
+        .Field("error", status.error_message());
+    if (link_ == LinkState::kUp) down_since_ = now;
+    link_ = LinkState::kDown;
+    last_down_log_ = now;
+  }
+}
+
+void WorkerConnection::NoteUnresponsive() {
+  const absl::Time now = absl::Now();
+  if (link_ == LinkState::kUnresponsive && now - last_down_log_ < kDownLogInterval) return;
+  if (link_ != LinkState::kUnresponsive) down_since_ = now;
+  KVSERVE_LOG(kWarning, "worker_unresponsive")
+      .Field("worker", address_)
+      .FieldMs("silent_ms", now - down_since_ + options_.liveness_timeout)
+      .Field("note",
+             "no status within --worker_liveness_timeout_s: no new requests until it "
+             "publishes again; its running requests go on");
+  link_ = LinkState::kUnresponsive;
+  last_down_log_ = now;
+}
+
+void WorkerConnection::NoteUnreachable(const grpc::Status& status) {
+  const absl::Time now = absl::Now();
+  ++failed_attempts_;
+  const absl::StatusCode code = static_cast<absl::StatusCode>(status.error_code());
+  KVSERVE_LOG(kDebug, "worker_connect_failed")
+      .Field("worker", address_)
+      .Field("attempt", failed_attempts_)
+      .Field("code", absl::StatusCodeToString(code))
+      .Field("error", status.error_message());
+  if (link_ == LinkState::kDown && now - last_down_log_ < kDownLogInterval) return;
+  if (link_ != LinkState::kDown) down_since_ = now;
+  KVSERVE_LOG(kWarning, "worker_unreachable")
+      .Field("worker", address_)
+      .FieldMs("down_ms", now - down_since_)
+      .Field("attempts", failed_attempts_)
+      .Field("code", absl::StatusCodeToString(code))
+      .Field("error", status.error_message());
+  link_ = LinkState::kDown;
+  last_down_log_ = now;
 }
 
 void WorkerConnection::Run() {

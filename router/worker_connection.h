@@ -28,6 +28,14 @@
 //     `stream_progress_timeout` is cancelled (UnregisterCall then says so, and the proxy
 //     migrates it): this is what moves the requests of a hung engine.
 //
+// Log lines (base/log.h), each naming the worker: worker_connected (its first status stream),
+// worker_lost (a stream that had delivered broke), worker_unreachable (the first failed attempt
+// to reach a worker not already reported down, then again every kDownLogInterval while it stays
+// down; each attempt is a DEBUG worker_connect_failed), worker_unresponsive (the liveness
+// deadline passed; again every kDownLogInterval while it stays silent), worker_reconnected (status
+// flows again after any of those, with how long it was down), worker_refused / worker_accepted
+// (the fingerprint canary's verdict, when it changes), worker_status_rejected.
+//
 // Thread-safety: thread-safe. Stop() (or the destructor) cancels the stream and joins the
 // thread; the books must outlive the connection.
 #ifndef KVSERVE_ROUTER_WORKER_CONNECTION_H_
@@ -70,6 +78,9 @@ struct WorkerConnectionOptions {
 
 class WorkerConnection {
  public:
+  // While a worker stays down, how often its state is logged again.
+  static constexpr absl::Duration kDownLogInterval = absl::Minutes(5);
+
   // `address` ("host:port") is also the worker's id in the books, where it must be registered.
   WorkerConnection(std::string address, std::shared_ptr<grpc::ChannelCredentials> credentials,
                    ClusterBooks* books, WorkerConnectionOptions options);
@@ -114,6 +125,17 @@ class WorkerConnection {
   bool SleepUnlessStopped(absl::Duration duration);
   void Changed() const;
 
+  // The state the log last reported; used by the status thread (Run) only.
+  enum class LinkState { kNew, kUp, kDown, kUnresponsive };
+  // Status flows: worker_connected or worker_reconnected.
+  void NoteConnected();
+  // A status stream that had delivered ended with `status` (not for a resync): worker_lost.
+  void NoteLost(const grpc::Status& status);
+  // A status stream was cancelled for silence: worker_unresponsive (rate-limited).
+  void NoteUnresponsive();
+  // An attempt to reach the worker failed with `status`: worker_unreachable (rate-limited).
+  void NoteUnreachable(const grpc::Status& status);
+
   const std::string address_;
   ClusterBooks* const books_;  // not owned
   const WorkerConnectionOptions options_;
@@ -133,6 +155,11 @@ class WorkerConnection {
   grpc::ClientContext* active_ ABSL_GUARDED_BY(mu_) = nullptr;  // the call in flight, if any
   std::optional<kvserve::v1::ModelInfo> model_info_ ABSL_GUARDED_BY(mu_);
   std::string refused_reason_ ABSL_GUARDED_BY(mu_);  // the last refusal logged
+  // The log's view of the link (the status thread's only).
+  LinkState link_ = LinkState::kNew;
+  absl::Time down_since_;        // when link_ left kUp
+  absl::Time last_down_log_;     // the last line saying it is down
+  int64_t failed_attempts_ = 0;  // since link_ left kUp
 };
 
 }  // namespace kvserve

@@ -10,6 +10,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "base/log.h"
 #include "base/status_macros.h"
 
 namespace kvserve {
@@ -73,7 +74,7 @@ void WorkerRegistry::SetAddresses(const std::vector<std::string>& addresses) {
     for (const std::string& address : wanted) {
       if (connections_.contains(address)) continue;
       if (absl::Status s = books_->AddWorker(address); !s.ok()) {
-        std::cerr << "kvserve-router: cannot add worker " << address << ": " << s << std::endl;
+        KVSERVE_LOG(kError, "worker_not_added").Field("worker", address).Status(s);
         continue;
       }
       auto connection = std::make_shared<WorkerConnection>(address, credentials_, books_, options_);
@@ -86,10 +87,12 @@ void WorkerRegistry::SetAddresses(const std::vector<std::string>& addresses) {
     connection->Stop();
     (void)books_->RemoveWorker(connection->address());
     std::cout << "kvserve-router worker_removed=" << connection->address() << std::endl;
+    KVSERVE_LOG(kInfo, "worker_removed").Field("worker", connection->address());
   }
   for (const auto& connection : added) {
     connection->Start();
     std::cout << "kvserve-router worker_added=" << connection->address() << std::endl;
+    KVSERVE_LOG(kInfo, "worker_added").Field("worker", connection->address());
   }
   if ((!removed.empty() || !added.empty()) && options_.on_books_changed) {
     options_.on_books_changed();
@@ -112,8 +115,10 @@ void WorkerRegistry::DnsLoop(std::string name_port, absl::Duration refresh) {
     }
     absl::StatusOr<std::vector<std::string>> resolved = ResolveWorkers(name_port);
     if (!resolved.ok() || resolved->empty()) {
-      std::cerr << "kvserve-router: --workers_dns: keeping the current workers: "
-                << (resolved.ok() ? "no address" : resolved.status().ToString()) << std::endl;
+      KVSERVE_LOG(kWarning, "workers_dns_failed")
+          .Field("name", name_port)
+          .Field("error", resolved.ok() ? "no address" : resolved.status().ToString())
+          .Field("note", "keeping the current workers");
       continue;
     }
     SetAddresses(*resolved);

@@ -102,7 +102,15 @@ class RouterCanaryTest(unittest.TestCase):
         self.assertEqual(info.index_state, "stale")
         self.assertEqual(self.listed(self.same).health, self.admin_pb2.WORKER_HEALTH_HEALTHY)
         self.assertEqual(self.listed(self.same).index_state, "exact")
-        self.assertIn(f"refusing worker {self.other.address}", self.router.log())
+        # The canary's verdict in the router's log: one worker_refused line naming the worker
+        # and why (base/log.h's text format).
+        refused = f" WARNING worker_refused worker={self.other.address} reason=\"serving " \
+                  "fingerprint differs from the router's: tokenizer "
+        deadline = time.time() + 10
+        while not any(refused in line for line in self.router.output) and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(sum(refused in line for line in self.router.output), 1,
+                         self.router.log())
         self.assertEqual(self.router.worker_gauge("kvserve_router_worker_healthy", self.other), 0)
         stale = self.router.series("kvserve_router_worker_index_state")
         self.assertEqual(stale.get(f'{{state="stale",worker="{self.other.address}"}}'), 1.0,
