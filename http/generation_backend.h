@@ -35,7 +35,8 @@ struct CallContext {
   // The "Authorization" header as sent ("Bearer <token>"); nullopt when none was sent. Backends
   // read it with api/bearer_token.h, the one rule for both transports.
   std::optional<std::string> authorization;
-  std::string peer;          // "ip:port" of the client, for logs
+  std::string peer;        // "ip:port" of the client, for logs
+  std::string request_id;  // the HTTP request's X-Request-Id (HttpRequest::request_id), for logs
 };
 
 // The output of one Generate call. The producer (engine, proxy) calls the notifier whenever a

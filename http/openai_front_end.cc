@@ -25,6 +25,7 @@ constexpr char kJson[] = "application/json";
 absl::StatusOr<CallContext> ContextOf(const HttpRequest& request) {
   CallContext call;
   call.peer = request.peer;
+  call.request_id = request.request_id;
   for (const auto& [name, value] : request.headers) {
     if (name == "authorization") {
       call.authorization = value;

@@ -7,6 +7,7 @@
 
 #include "base/status_macros.h"
 #include "router/generate_call.h"
+#include "router/request_log.h"
 
 namespace kvserve {
 namespace {
@@ -163,7 +164,9 @@ absl::StatusOr<std::string> RouterHttpBackend::TenantOf(const CallContext& call)
 }
 
 absl::Status RouterHttpBackend::Authenticate(const CallContext& call) const {
-  return TenantOf(call).status();
+  absl::Status status = TenantOf(call).status();
+  if (!status.ok()) LogRequestRefused(call.request_id, "unauthenticated", status);
+  return status;
 }
 
 bool RouterHttpBackend::Serving() const { return serving_ && api_->AnyWorkerServing(); }

@@ -137,6 +137,14 @@ class RouterLogsTest(unittest.TestCase):
         self.assertEqual((status, headers["X-Request-Id"]), (400, "bad-1"))
         refused = wait_events(self, self.router, "request_refused", lambda e: e["id"] == "bad-1")
         self.assertEqual(refused[0]["code"], "INVALID_ARGUMENT")
+        status, headers, _ = http_request(
+            self.router, "/v1/completions", {"model": "smol", "prompt": "x", "max_tokens": 1},
+            {"X-Request-Id": "no-auth-1", "Authorization": "Bearer wrong"})
+        self.assertEqual((status, headers["X-Request-Id"]), (401, "no-auth-1"))
+        refused = wait_events(self, self.router, "request_refused",
+                              lambda e: e["id"] == "no-auth-1")
+        self.assertEqual((refused[0]["reason"], refused[0]["code"]),
+                         ("unauthenticated", "UNAUTHENTICATED"))
 
         # gRPC: the x-request-id metadata is honoured (the response's request_id, the logs) and
         # returned in the initial metadata.
