@@ -151,7 +151,7 @@ class PromptLogprobsTest(unittest.TestCase):
     def test_tokenizer_info_names_the_special_tokens(self):
         status, info = http("GET", "/tokenizer_info")
         self.assertEqual(status, 200, info)
-        self.assertEqual(tokens_of(info["eos_token"]).__len__(), 1)
+        self.assertEqual(len(tokens_of(info["eos_token"])), 1)
         self.assertGreater(info["model_max_length"], 0)
 
     def test_bad_inputs_are_400_naming_the_field(self):
