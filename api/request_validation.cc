@@ -335,6 +335,12 @@ absl::Status ValidateSamplingParams(const v1::SamplingParams& sampling, const Se
     return Invalid(Field(path, "logprobs"), absl::StrCat("must be in [0, ", limits.max_logprobs,
                                                          "], got ", sampling.logprobs()));
   }
+  if (sampling.has_prompt_logprobs() &&
+      (sampling.prompt_logprobs() < 0 || sampling.prompt_logprobs() > limits.max_logprobs)) {
+    return Invalid(Field(path, "prompt_logprobs"),
+                   absl::StrCat("must be in [0, ", limits.max_logprobs, "], got ",
+                                sampling.prompt_logprobs()));
+  }
   if (sampling.n() < 0 || sampling.n() > limits.max_n) {
     return Invalid(Field(path, "n"),
                    absl::StrCat("must be in [1, ", limits.max_n, "] (0: 1), got ", sampling.n()));

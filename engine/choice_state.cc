@@ -5,6 +5,31 @@
 
 namespace kvserve {
 
+namespace {
+
+TokenLogprobOutput MakeLogprob(const Tokenizer* tokenizer, int32_t token, float logprob,
+                               int32_t rank) {
+  TokenLogprobOutput out;
+  out.token_id = token;
+  out.logprob = logprob;
+  out.rank = rank;
+  if (tokenizer != nullptr) tokenizer->AppendTokenBytes(token, false, &out.token_bytes);
+  return out;
+}
+
+}  // namespace
+
+PositionLogprobsOutput MakePositionLogprobs(const SampledToken& scored,
+                                            const Tokenizer* tokenizer) {
+  PositionLogprobsOutput position;
+  position.chosen = MakeLogprob(tokenizer, scored.token, scored.logprob, scored.rank);
+  for (size_t i = 0; i < scored.top.size(); ++i) {
+    position.top.push_back(MakeLogprob(tokenizer, scored.top[i].token, scored.top[i].logprob,
+                                       static_cast<int32_t>(i) + 1));
+  }
+  return position;
+}
+
 ChoiceState::ChoiceState(const ChoiceStart& start, const SamplingOptions* sampling,
                          const StopRules* rules, int32_t num_prompt_tokens,
                          const Tokenizer* tokenizer)
@@ -43,15 +68,6 @@ void ChoiceState::Release(std::string text) {
   if (!text.empty()) Pending().text += text;
 }
 
-TokenLogprobOutput ChoiceState::MakeLogprob(int32_t token, float logprob, int32_t rank) const {
-  TokenLogprobOutput out;
-  out.token_id = token;
-  out.logprob = logprob;
-  out.rank = rank;
-  if (tokenizer_ != nullptr) tokenizer_->AppendTokenBytes(token, false, &out.token_bytes);
-  return out;
-}
-
 void ChoiceState::FlushText() {
   if (detokenizer_ == nullptr) return;
   std::string tail = detokenizer_->Flush();
@@ -71,13 +87,7 @@ bool ChoiceState::OnToken(const SampledToken& sampled, absl::Time now,
   ChoiceOutput& out = Pending();
   out.token_ids.push_back(token);
   if (sampling_->logprobs.has_value()) {
-    PositionLogprobsOutput position;
-    position.chosen = MakeLogprob(token, sampled.logprob, sampled.rank);
-    for (size_t i = 0; i < sampled.top.size(); ++i) {
-      position.top.push_back(
-          MakeLogprob(sampled.top[i].token, sampled.top[i].logprob, static_cast<int32_t>(i) + 1));
-    }
-    out.logprobs.push_back(std::move(position));
+    out.logprobs.push_back(MakePositionLogprobs(sampled, tokenizer_));
   }
 
   if (rules_->stop_token_ids.contains(token)) {

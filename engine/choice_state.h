@@ -34,6 +34,11 @@ struct StopRules {
   int32_t max_context_len = 0;                  // prompt + output
 };
 
+// The logprobs of one position as output.proto sends them: `scored` (a sampled or a scored
+// prompt token) with its rank, and its top alternatives ranked 1, 2, ...; token bytes from
+// `tokenizer` (none when null).
+PositionLogprobsOutput MakePositionLogprobs(const SampledToken& scored, const Tokenizer* tokenizer);
+
 class ChoiceState {
  public:
   // `tokenizer` may be null (no text). Borrowed pointers must outlive the choice.
@@ -60,7 +65,6 @@ class ChoiceState {
   ChoiceOutput& Pending();
   void Release(std::string text);  // appends text to the pending output after the skip
   void FlushText();
-  TokenLogprobOutput MakeLogprob(int32_t token, float logprob, int32_t rank) const;
 
   const int32_t index_;
   const SamplingOptions* sampling_;

@@ -116,6 +116,11 @@ absl::Status EngineCore::ValidateRequest(const EngineRequest& request) const {
     return absl::InvalidArgumentError(absl::StrCat(
         "sampling.logprobs: must be <= ", options_.max_logprobs, ", got ", *s.logprobs));
   }
+  if (s.prompt_logprobs.has_value() && *s.prompt_logprobs > options_.max_logprobs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling.prompt_logprobs: must be <= ", options_.max_logprobs, ", got ",
+                     *s.prompt_logprobs));
+  }
   if (static_cast<int32_t>(s.stop.size()) > options_.max_stop_strings) {
     return absl::InvalidArgumentError(
         absl::StrCat("sampling.stop: at most ", options_.max_stop_strings, " stop strings"));
@@ -303,11 +308,30 @@ void EngineCore::Deliver(absl::Time now) {
   for (auto& [id, request] : requests_) {
     EngineOutput output;
     bool all_finished = true;
+    for (auto& choice : request->choices) all_finished = all_finished && choice->finished();
+    // Prompt logprobs go out once, no later than any choice's first output, which waits for
+    // them (a choice that ran ahead of the first one's prefill); a request ending without them
+    // (a choice stalled in prefill) sends its output without.
+    const bool owes_prompt_logprobs =
+        request->wants_prompt_logprobs() && !request->prompt_logprobs_delivered;
+    if (owes_prompt_logprobs && request->prompt_scores_complete()) {
+      output.prompt_logprobs.emplace();
+      // The first prompt token: nothing before it scores it (rank 0, logprob 0).
+      SampledToken first;
+      first.token = request->request.prompt_token_ids[0];
+      output.prompt_logprobs->push_back(MakePositionLogprobs(first, tokenizer_));
+      for (const SampledToken& scored : request->prompt_scores) {
+        output.prompt_logprobs->push_back(MakePositionLogprobs(scored, tokenizer_));
+      }
+      request->prompt_logprobs_delivered = true;
+    }
+    const bool hold_choices =
+        owes_prompt_logprobs && !output.prompt_logprobs.has_value() && !all_finished;
     for (auto& choice : request->choices) {
+      if (hold_choices) break;
       if (std::optional<ChoiceOutput> out = choice->TakeOutput(); out.has_value()) {
         output.choices.push_back(*std::move(out));
       }
-      all_finished = all_finished && choice->finished();
     }
     if (all_finished) {
       Usage usage;
@@ -318,7 +342,7 @@ void EngineCore::Deliver(absl::Time now) {
       output.usage = usage;
       finished.push_back(request.get());
     }
-    if (!output.choices.empty() || output.usage.has_value())
+    if (!output.choices.empty() || output.usage.has_value() || output.prompt_logprobs.has_value())
       request->stream->Push(std::move(output));
   }
   for (RequestState* request : finished) EndRequest(request, absl::OkStatus(), now);

@@ -6,6 +6,7 @@
 //   - Each choice gets exactly one ChoiceOutput whose finish_reason is not kNone: its last.
 //   - text never ends inside a UTF-8 character, and text that could be the start of a stop
 //     string is held back until decided; a choice's final ChoiceOutput flushes what is left.
+//   - prompt_logprobs, when asked for, come once, no later than the first choice output.
 //   - The request's last message has `usage` set (and every choice finished before or in it).
 //
 // Thread-safety: plain values.
@@ -58,6 +59,10 @@ struct Usage {
 };
 
 struct EngineOutput {
+  // SamplingOptions.prompt_logprobs: one entry per prompt token, in the request's first message
+  // that has output, before or with any choice's first token; at most once per request. Entry 0
+  // (nothing before it scores it) has only chosen.token_id and token_bytes (rank 0, logprob 0).
+  std::optional<std::vector<PositionLogprobsOutput>> prompt_logprobs;
   std::vector<ChoiceOutput> choices;
   std::optional<Usage> usage;  // set in the last message only
 };

@@ -56,6 +56,9 @@ absl::Status ValidateRequestFields(const EngineRequest& request) {
   if (s.logprobs.has_value() && *s.logprobs < 0) {
     return Invalid("sampling.logprobs", "must be >= 0", *s.logprobs);
   }
+  if (s.prompt_logprobs.has_value() && *s.prompt_logprobs < 0) {
+    return Invalid("sampling.prompt_logprobs", "must be >= 0", *s.prompt_logprobs);
+  }
   if (request.n < 1) return Invalid("n", "must be >= 1", request.n);
   if (request.priority < -100 || request.priority > 100) {
     return Invalid("priority", "must be in [-100, 100]", request.priority);

@@ -45,6 +45,10 @@ struct SamplingOptions {
   bool ignore_eos = false;
   bool include_stop_str_in_output = false;
   std::optional<int32_t> logprobs;  // unset: none; 0: chosen only; k: chosen + top k
+  // Logprobs of the prompt's tokens 1..P-1 (each under the logits of the position before it):
+  // unset: none; 0: the prompt token's own only; k: its own + the top k. Computed in the
+  // request's prefill, which then does not attach a cached prefix (docs/architecture.md).
+  std::optional<int32_t> prompt_logprobs;
   bool detokenize_special_tokens = false;
   // Structured output: the compiled form the output must match (grammar/); null: free text.
   // The runner that samples keeps a matcher per choice and masks the logits with it.

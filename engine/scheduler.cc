@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace kvserve {
 
@@ -33,6 +34,10 @@ Sequence* Scheduler::NewSequence(RequestState* request, int32_t choice,
     p.want_logprobs = s.logprobs.has_value();
     seq->sampling.logprobs = s.logprobs.has_value();
     seq->sampling.constraint = s.constraint;
+    // The first choice's sequence computes the prompt's logprobs for the request.
+    if (choice == 0 && s.prompt_logprobs.has_value()) {
+      seq->sampling.prompt_logprobs = *s.prompt_logprobs;
+    }
     seq->sampling.num_prompt_tokens =
         static_cast<int32_t>(request->request.prompt_token_ids.size());
   }
@@ -47,7 +52,9 @@ void Scheduler::AddRequest(RequestState* request) {
   const int32_t prompt_len = static_cast<int32_t>(prompt.size());
   const int32_t block_size = manager_->block_size();
   const int32_t shared_len = (prompt_len - 1) / block_size * block_size;
-  if (request->choices.size() > 1 && shared_len > 0) {
+  // A request that wants prompt logprobs runs no shared prefix: its first choice computes the
+  // whole prompt itself (the logits of every prompt position), the others as usual.
+  if (request->choices.size() > 1 && shared_len > 0 && !request->wants_prompt_logprobs()) {
     // Prefill the prompt's full blocks once, then fork them into the choices (ForkPrefix).
     waiting_.push_back(NewSequence(
         request, -1, std::vector<TokenId>(prompt.begin(), prompt.begin() + shared_len)));
@@ -160,10 +167,16 @@ bool Scheduler::AllocateOrPreempt(Sequence* seq, int32_t num_tokens, StepPlan* p
 }
 
 bool Scheduler::TryAdmit(Sequence* seq, absl::Time now) {
-  absl::StatusOr<SequenceStart> start =
-      manager_->AddSequence(seq->id, seq->tokens, seq->request->request.cache_salt, budget_);
-  if (!start.ok()) return false;  // RESOURCE_EXHAUSTED: wait for blocks (FCFS)
   RequestState* request = seq->request;
+  // A sequence still owing prompt logprobs computes every prompt position: cached K/V have no
+  // logits. Once they are all in (a preempted sequence readmitted), it scores no more.
+  if (seq->sampling.prompt_logprobs >= 0 && request->prompt_scores_complete()) {
+    seq->sampling.prompt_logprobs = -1;
+  }
+  const bool scores_prompt = seq->sampling.prompt_logprobs >= 0;
+  absl::StatusOr<SequenceStart> start = manager_->AddSequence(
+      seq->id, seq->tokens, request->request.cache_salt, budget_, !scores_prompt);
+  if (!start.ok()) return false;  // RESOURCE_EXHAUSTED: wait for blocks (FCFS)
   if (!request->cached_prompt_tokens_known) {
     request->cached_prompt_tokens = std::min<int32_t>(
         start->num_cached_tokens, static_cast<int32_t>(request->request.prompt_token_ids.size()));
@@ -288,12 +301,17 @@ absl::StatusOr<std::vector<SequenceToken>> Scheduler::Update(const StepPlan& pla
                                                              const StepResult& result) {
   std::vector<SequenceToken> tokens;
   size_t next_sampled = 0;
+  size_t next_scores = 0;
   for (const ScheduledSequence& entry : plan.sequences) {
     auto it = sequences_.find(entry.id);
     if (it == sequences_.end()) {
       return absl::InternalError(absl::StrCat("Update: unknown sequence ", entry.id));
     }
     Sequence* seq = it->second.get();
+    if (next_scores < result.prompt_logprobs.size() &&
+        result.prompt_logprobs[next_scores].id == seq->id) {
+      KVSERVE_RETURN_IF_ERROR(AddPromptScores(result.prompt_logprobs[next_scores++], seq->request));
+    }
     absl::Status status = manager_->CommitComputed(seq->id, entry.num_scheduled_tokens);
     if (!status.ok()) return status;
     seq->num_computed_tokens += entry.num_scheduled_tokens;
@@ -312,7 +330,25 @@ absl::StatusOr<std::vector<SequenceToken>> Scheduler::Update(const StepPlan& pla
   if (next_sampled != result.sampled.size()) {
     return absl::InternalError("Update: the runner sampled more sequences than planned");
   }
+  if (next_scores != result.prompt_logprobs.size()) {
+    return absl::InternalError(
+        "Update: prompt logprobs of a sequence not planned, or out of order");
+  }
   return tokens;
+}
+
+absl::Status Scheduler::AddPromptScores(const PromptScores& scores, RequestState* request) {
+  // A chunk recomputed after a preemption repeats scores the request has: keep the first.
+  const size_t next = request->prompt_scores.size() + 1;  // the prompt token scored next
+  const size_t first = static_cast<size_t>(scores.first_token);
+  if (first > next) {
+    return absl::InternalError(absl::StrCat("prompt logprobs of sequence ", scores.id,
+                                            " start at token ", first, ", expected ", next));
+  }
+  for (size_t i = next - first; i < scores.scores.size(); ++i) {
+    request->prompt_scores.push_back(scores.scores[i]);
+  }
+  return absl::OkStatus();
 }
 
 void Scheduler::ForkPrefix(Sequence* prefix) {

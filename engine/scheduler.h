@@ -5,11 +5,13 @@
 //   2. running sequences still in prefill (a chunk each, as the budget allows);
 //   3. waiting sequences, front first, while the budget, the cap and the KV pool allow
 //      (KvCacheManager::AddSequence attaches the cached prefix, so cached tokens cost nothing).
-// A long prompt is thus prefilled in chunks over several steps. When the step decodes anything,
-// 2 and 3 together take at most max_prefill_tokens_per_step tokens: a step's time grows with its
-// prefill tokens, and every decoding stream waits for the whole step, so the cap bounds the
-// inter-token latency that new prompts add (vLLM's chunked-prefill policy, with a per-step
-// prefill cap). With step_time_target_ms the cap is also what fits the target by the
+// A long prompt is thus prefilled in chunks over several steps. A request that wants prompt
+// logprobs has its first choice's sequence compute every prompt position (no cached prefix
+// attached, no shared prefix sequence) and collects the runner's scores chunk by chunk. When the
+// step decodes anything, 2 and 3 together take at most max_prefill_tokens_per_step tokens: a step's
+// time grows with its prefill tokens, and every decoding stream waits for the whole step, so the
+// cap bounds the inter-token latency that new prompts add (vLLM's chunked-prefill policy, with a
+// per-step prefill cap). With step_time_target_ms the cap is also what fits the target by the
 // StepTimeEstimator's account of the steps run so far (at least a block's worth of tokens). A
 // step with no decode is not capped: it stalls nobody. When a running sequence
 // cannot get a block, the most recently admitted running sequence is preempted: its blocks are
@@ -127,6 +129,8 @@ class Scheduler {
   // The runner must forget seq: in `plan` when given, else in the next plan.
   void Release(Sequence* seq, StepPlan* plan);
   void ForkPrefix(Sequence* prefix);
+  // Appends a step's prompt logprobs to the request's (those it has already are skipped).
+  absl::Status AddPromptScores(const PromptScores& scores, RequestState* request);
   void Erase(Sequence* seq);
   // Prompt tokens a step with `num_decodes` decodes may add.
   int32_t PrefillCap(int32_t num_decodes) const;

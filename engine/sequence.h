@@ -36,6 +36,16 @@ struct RequestState {
   bool cached_prompt_tokens_known = false;
   int32_t num_live_sequences = 0;  // sequences not finished
   int32_t num_preemptions = 0;     // times one of its sequences was preempted
+
+  // SamplingOptions.prompt_logprobs: the scores of prompt tokens 1, 2, ... computed so far, in
+  // order (the sequence of the first choice computes them), and whether they were delivered.
+  std::vector<SampledToken> prompt_scores;
+  bool prompt_logprobs_delivered = false;
+
+  bool wants_prompt_logprobs() const { return request.sampling.prompt_logprobs.has_value(); }
+  bool prompt_scores_complete() const {
+    return prompt_scores.size() + 1 >= request.prompt_token_ids.size();
+  }
 };
 
 enum class SequenceStatus { kWaiting, kRunning, kFinished };

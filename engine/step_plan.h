@@ -40,6 +40,9 @@ struct SequenceSampling {
   kernels::SamplingParams params;
   int32_t num_prompt_tokens = 0;  // tokens[0, num_prompt_tokens) are the prompt
   bool logprobs = false;          // return the chosen token's logprob and rank (+ top-n)
+  // Score the prompt tokens this sequence computes (StepResult::prompt_logprobs) with this many
+  // alternatives each; -1: no. The leader's runner alone scores (followers get -1).
+  int32_t prompt_logprobs = -1;
   // Structured output (SamplingOptions::constraint); null: free text. In-process only: a
   // tensor-parallel follower never samples, so step messages leave it out.
   std::shared_ptr<const CompiledConstraint> constraint;
@@ -108,8 +111,20 @@ struct SampledToken {
   std::vector<kernels::TokenLogprob> top;  // the top-n, when logprobs
 };
 
+// The logprobs of prompt tokens first_token, first_token + 1, ... of one sequence, each under
+// the logits of the position before it (so first_token >= 1), as a prefill chunk computed them.
+// `scores[i].token` is prompt token first_token + i; logprob, rank and top as for a sample.
+struct PromptScores {
+  SequenceId id = 0;
+  int32_t first_token = 1;
+  std::vector<SampledToken> scores;
+};
+
 struct StepResult {
   std::vector<SampledToken> sampled;  // one per plan sequence with sample set, in plan order
+  // One per plan sequence with sampling.prompt_logprobs >= 0 whose step computed a position
+  // before the prompt's last token, in plan order.
+  std::vector<PromptScores> prompt_logprobs;
   // The step's forward (or its copies) had to wait for a host-tier load issued in the same step
   // (runner/host_copies.h): a load that did not overlap compute.
   bool waited_for_host_loads = false;

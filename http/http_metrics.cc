@@ -18,7 +18,7 @@ HttpMetrics::HttpMetrics() : registry_(std::make_shared<prometheus::Registry>())
 
 std::string HttpMetrics::EndpointLabel(absl::string_view path) {
   for (absl::string_view known : {"/v1/completions", "/v1/chat/completions", "/v1/models",
-                                  "/health", "/tokenize", "/detokenize"}) {
+                                  "/health", "/tokenize", "/detokenize", "/tokenizer_info"}) {
     if (path == known) return std::string(known);
   }
   return "other";

@@ -1,6 +1,7 @@
 #include "http/openai_front_end.h"
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -81,7 +82,8 @@ void OpenAiFrontEnd::Handle(HttpRequest request, std::shared_ptr<HttpExchange> e
   }
   const bool post_route = path == "/v1/completions" || path == "/v1/chat/completions" ||
                           path == "/tokenize" || path == "/detokenize";
-  if (!post_route && path != "/v1/models") {
+  const bool get_route = path == "/v1/models" || path == "/tokenizer_info";
+  if (!post_route && !get_route) {
     HttpError error;
     error.http_status = 404;
     error.type = "invalid_request_error";
@@ -108,6 +110,8 @@ void OpenAiFrontEnd::Handle(HttpRequest request, std::shared_ptr<HttpExchange> e
   }
   if (path == "/v1/models") {
     Models(*call, *exchange);
+  } else if (path == "/tokenizer_info") {
+    TokenizerInfo(*call, *exchange);
   } else if (path == "/tokenize") {
     Tokenize(*call, request, *exchange);
   } else if (path == "/detokenize") {
@@ -167,6 +171,35 @@ void OpenAiFrontEnd::Detokenize(const CallContext& call, const HttpRequest& requ
   absl::StatusOr<v1::DetokenizeResponse> response = backend_->Detokenize(call, *parsed);
   if (!response.ok()) return RespondError(exchange, response.status());
   exchange.Respond(200, kJson, DumpJson({{"prompt", response->text()}}));
+}
+
+void OpenAiFrontEnd::TokenizerInfo(const CallContext& call, HttpExchange& exchange) {
+  absl::StatusOr<v1::ModelInfo> info = backend_->GetModelInfo(call, "");
+  if (!info.ok()) return RespondError(exchange, info.status());
+  // A special token's text, as the tokenizer writes it (null for none).
+  auto token_text = [&](std::optional<int32_t> id) -> absl::StatusOr<Json> {
+    if (!id.has_value()) return Json();
+    v1::DetokenizeRequest request;
+    request.add_token_ids(*id);
+    request.set_detokenize_special_tokens(true);
+    absl::StatusOr<v1::DetokenizeResponse> text = backend_->Detokenize(call, request);
+    if (!text.ok()) return text.status();
+    return Json(text->text());
+  };
+  absl::StatusOr<Json> eos =
+      token_text(info->eos_token_ids().empty() ? std::nullopt
+                                               : std::optional<int32_t>(info->eos_token_ids(0)));
+  if (!eos.ok()) return RespondError(exchange, eos.status());
+  absl::StatusOr<Json> bos = token_text(
+      info->has_bos_token_id() ? std::optional<int32_t>(info->bos_token_id()) : std::nullopt);
+  if (!bos.ok()) return RespondError(exchange, bos.status());
+  exchange.Respond(200, kJson,
+                   DumpJson({{"tokenizer_class", "kvserve"},
+                             {"model", info->name()},
+                             {"eos_token", *eos},
+                             {"bos_token", *bos},
+                             {"pad_token", Json()},
+                             {"model_max_length", info->pool_limited_context_length()}}));
 }
 
 void OpenAiFrontEnd::Generate(OpenAiEndpoint endpoint, const CallContext& call,

@@ -4,6 +4,9 @@
 //   GET  /v1/models                                    the served model and its aliases
 //   GET  /health                                       200 while the backend serves, else 503
 //   POST /tokenize, POST /detokenize                   as vLLM has them
+//   GET  /tokenizer_info                               vLLM's: eos / bos token text, context
+//                                                      length (what evaluation harnesses that
+//                                                      tokenize remotely read first)
 // maps each request with openai_mapping.h / openai_response.h, and each backend error with
 // error_mapping.h. Every route but /health needs Authenticate() to pass (the bearer token of
 // "Authorization: Bearer ..." is in the CallContext). "X-Request-Id" (or the id the server made
@@ -43,6 +46,7 @@ class OpenAiFrontEnd {
   void Models(const CallContext& call, HttpExchange& exchange);
   void Tokenize(const CallContext& call, const HttpRequest& request, HttpExchange& exchange);
   void Detokenize(const CallContext& call, const HttpRequest& request, HttpExchange& exchange);
+  void TokenizerInfo(const CallContext& call, HttpExchange& exchange);
   void Generate(OpenAiEndpoint endpoint, const CallContext& call, const HttpRequest& request,
                 std::shared_ptr<HttpExchange> exchange);
   // The mapping options, with the served model's name from the backend.

@@ -1,5 +1,6 @@
 #include "http/openai_mapping.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -128,9 +129,6 @@ absl::StatusOr<v1::ChatConversation> Messages(const Json* messages) {
 
 // Fields kvserve does not implement: refused when set to anything but their neutral value.
 absl::Status Unsupported(const Fields& fields, int32_t n) {
-  std::optional<bool> echo;
-  KVSERVE_RETURN_IF_ERROR(fields.Bool("echo", &echo));
-  if (echo.value_or(false)) return Invalid("echo", "is not supported");
   std::optional<int32_t> best_of;
   KVSERVE_RETURN_IF_ERROR(fields.Int32("best_of", &best_of));
   if (best_of.has_value() && *best_of != n && *best_of != 1) {
@@ -208,9 +206,23 @@ absl::Status ChoiceCount(const Fields& fields, v1::SamplingParams* sampling, Ope
   return absl::OkStatus();
 }
 
-// max_tokens (max_completion_tokens, its newer name in chat), with the completions default.
+// echo: completions only (chat's would mean something else).
+absl::Status Echo(OpenAiEndpoint endpoint, const Fields& fields, OpenAiRequest* out) {
+  std::optional<bool> echo;
+  KVSERVE_RETURN_IF_ERROR(fields.Bool("echo", &echo));
+  if (!echo.value_or(false)) return absl::OkStatus();
+  if (endpoint != OpenAiEndpoint::kCompletions) {
+    return Invalid("echo", "is supported on /v1/completions only");
+  }
+  out->echo = true;
+  return absl::OkStatus();
+}
+
+// max_tokens (max_completion_tokens, its newer name in chat), with the completions default;
+// 0 with echo is the prompt alone (OpenAiRequest::prompt_only).
 absl::Status Length(OpenAiEndpoint endpoint, const Fields& fields,
-                    const OpenAiMappingOptions& options, v1::SamplingParams* sampling) {
+                    const OpenAiMappingOptions& options, v1::SamplingParams* sampling,
+                    OpenAiRequest* out) {
   const char* length_field = "max_tokens";
   std::optional<int32_t> max_tokens;
   KVSERVE_RETURN_IF_ERROR(fields.Int32("max_tokens", &max_tokens));
@@ -218,8 +230,11 @@ absl::Status Length(OpenAiEndpoint endpoint, const Fields& fields,
     KVSERVE_RETURN_IF_ERROR(fields.Int32("max_completion_tokens", &max_tokens));
     length_field = "max_completion_tokens";
   }
-  if (max_tokens) {
-    // 0 would mean "to the end of the context" in the proto; OpenAI refuses it.
+  if (max_tokens && *max_tokens == 0 && out->echo) {
+    sampling->set_max_tokens(1);  // generated, then left out of the response
+    out->prompt_only = true;
+  } else if (max_tokens) {
+    // 0 would mean "to the end of the context" in the proto; OpenAI refuses it (but with echo).
     if (*max_tokens < 1) {
       return Invalid(length_field, absl::StrCat("must be >= 1, got ", *max_tokens));
     }
@@ -282,6 +297,18 @@ absl::Status Logprobs(OpenAiEndpoint endpoint, const Fields& fields, v1::Samplin
   return absl::OkStatus();
 }
 
+// prompt_logprobs (vLLM's extra parameter); its range is the validation library's.
+absl::Status PromptLogprobs(const Fields& fields, v1::SamplingParams* sampling,
+                            OpenAiRequest* out) {
+  std::optional<int32_t> top;
+  KVSERVE_RETURN_IF_ERROR(fields.Int32("prompt_logprobs", &top));
+  if (top) {
+    sampling->set_prompt_logprobs(*top);
+    out->prompt_logprobs = *top;
+  }
+  return absl::OkStatus();
+}
+
 // Everything of SamplingParams, plus the parts of OpenAiRequest that shape the response. The
 // fields are read in this order, so the first bad one is the error.
 absl::Status Sampling(OpenAiEndpoint endpoint, const Fields& fields,
@@ -290,12 +317,14 @@ absl::Status Sampling(OpenAiEndpoint endpoint, const Fields& fields,
   KVSERVE_RETURN_IF_ERROR(SamplingNumbers(fields, sampling));
   KVSERVE_RETURN_IF_ERROR(Penalties(fields, sampling));
   KVSERVE_RETURN_IF_ERROR(ChoiceCount(fields, sampling, out));
-  KVSERVE_RETURN_IF_ERROR(Length(endpoint, fields, options, sampling));
+  KVSERVE_RETURN_IF_ERROR(Echo(endpoint, fields, out));
+  KVSERVE_RETURN_IF_ERROR(Length(endpoint, fields, options, sampling, out));
   KVSERVE_RETURN_IF_ERROR(Stop(fields, sampling));
   KVSERVE_RETURN_IF_ERROR(StopTokenIds(fields, sampling));
   KVSERVE_RETURN_IF_ERROR(SeedAndFlags(fields, sampling));
   KVSERVE_RETURN_IF_ERROR(StructuredOutput(fields, sampling));
-  return Logprobs(endpoint, fields, sampling, out);
+  KVSERVE_RETURN_IF_ERROR(Logprobs(endpoint, fields, sampling, out));
+  return PromptLogprobs(fields, sampling, out);
 }
 
 }  // namespace
@@ -383,9 +412,21 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, absl::
     out.include_usage = include_usage.value_or(false);
   }
 
+  // The prompt's logprobs come in one piece once the prompt is computed: not as a stream.
+  if (out.stream && out.echo) return Invalid("echo", "is not supported with stream");
+  if (out.stream && out.prompt_logprobs >= 0) {
+    return Invalid("prompt_logprobs", "is not supported with stream");
+  }
   for (v1::GenerateRequest& request : requests) {
     v1::GenerateRequest merged = common;
     merged.MergeFrom(request);
+    // echo writes the prompt's tokens (their logprobs with logprobs; their text for a prompt of
+    // token ids) from the prompt's logprobs.
+    v1::SamplingParams& sampling = *merged.mutable_sampling();
+    if (out.echo && (out.logprobs || merged.has_prompt_token_ids()) &&
+        sampling.prompt_logprobs() >= 0) {  // a negative one stays, for validation to refuse
+      sampling.set_prompt_logprobs(std::max(sampling.prompt_logprobs(), out.top_logprobs));
+    }
     out.requests.push_back(std::move(merged));
   }
   return out;

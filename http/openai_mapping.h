@@ -1,7 +1,7 @@
 // OpenAI request JSON -> kvserve.v1 requests: the parsing half of the OpenAI-compatible API.
 //
 // The parser checks JSON syntax and each field's JSON type and refuses what kvserve does not
-// do (echo, best_of > n, suffix, logit_bias, tools, response formats other than text) with
+// do (best_of > n, suffix, logit_bias, echo on chat, echo or prompt_logprobs with stream) with
 // INVALID_ARGUMENT "<field>: ..." naming the OpenAI field. Value ranges are NOT checked here:
 // they are the validation library's (api/request_validation.h), which the backend applies to
 // the GenerateRequest exactly as for gRPC, so both APIs answer a rule the same way.
@@ -10,7 +10,8 @@
 // of token-id lists; one GenerateRequest per prompt), messages (content: string or text parts),
 // max_tokens / max_completion_tokens, temperature, top_p, top_k (-1: off), min_p, n, stop
 // (string or list), stop_token_ids, seed, presence / frequency / repetition penalties,
-// logprobs (completions: int; chat: bool + top_logprobs), ignore_eos, include_stop_str_in_output,
+// logprobs (completions: int; chat: bool + top_logprobs), prompt_logprobs, echo (completions;
+// with max_tokens 0: the prompt alone), ignore_eos, include_stop_str_in_output,
 // skip_special_tokens, add_special_tokens, add_generation_prompt, user (accepted, unused),
 // priority, stream, stream_options.include_usage. Unknown fields are ignored, as OpenAI does.
 // /v1/completions without max_tokens generates 16 tokens (OpenAI's default); chat without it
@@ -45,6 +46,15 @@ struct OpenAiRequest {
   bool include_usage = false;  // stream_options.include_usage
   bool logprobs = false;       // return logprobs
   int32_t top_logprobs = 0;    // alternatives per position
+  // echo (completions, not streamed): each choice's text (and logprobs) starts with its prompt's;
+  // the prompt's logprobs come from SamplingParams.prompt_logprobs, which echo sets.
+  bool echo = false;
+  // echo with max_tokens 0 (OpenAI's legacy scoring call): the prompt alone. One token is
+  // generated (the proto's max_tokens 0 means "default") and left out of text, logprobs and usage.
+  bool prompt_only = false;
+  // vLLM's prompt_logprobs (not streamed): returned as prompt_logprobs with this many
+  // alternatives per position; -1: not asked.
+  int32_t prompt_logprobs = -1;
   // Chat with tools and tool_choice "auto": the output is parsed for tool calls in
   // tool_call_format (message.tool_calls, finish_reason "tool_calls"); at most one call unless
   // parallel_tool_calls.

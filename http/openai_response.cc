@@ -75,6 +75,82 @@ OpenAiResponseBuilder::OpenAiResponseBuilder(const OpenAiRequest& request, std::
                                              std::string model, int64_t created_unix_s)
     : request_(request), id_(std::move(id)), model_(std::move(model)), created_(created_unix_s) {
   choices_.resize(request_.requests.size() * static_cast<size_t>(request_.n));
+  prompts_.resize(request_.requests.size());
+}
+
+void OpenAiResponseBuilder::AddPrompt(int prompt_index, const v1::GenerateResponse& response) {
+  if (response.prompt_logprobs_size() == 0 || prompt_index >= static_cast<int>(prompts_.size())) {
+    return;
+  }
+  Prompt& prompt = prompts_[prompt_index];
+  const v1::GenerateRequest& request = request_.requests[prompt_index];
+  const bool text_from_tokens = !request.has_prompt();
+  if (request_.echo && request_.logprobs) {
+    prompt.logprobs = {{"tokens", Json::array()},
+                       {"token_logprobs", Json::array()},
+                       {"top_logprobs", Json::array()},
+                       {"text_offset", Json::array()}};
+  }
+  if (request_.prompt_logprobs >= 0) prompt.prompt_logprobs = Json::array();
+  int64_t offset = 0;
+  for (int i = 0; i < response.prompt_logprobs_size(); ++i) {
+    const v1::PositionLogprobs& position = response.prompt_logprobs(i);
+    const std::string& bytes = position.chosen().token_bytes();
+    const bool scored = i > 0;  // the first token has nothing before it
+    if (text_from_tokens) prompt.text += bytes;
+    if (!prompt.logprobs.is_null()) {
+      prompt.logprobs["tokens"].push_back(TokenText(bytes));
+      prompt.logprobs["token_logprobs"].push_back(
+          scored ? Json(LogprobValue(position.chosen().logprob())) : Json());
+      Json top = Json::object();
+      for (int k = 0; k < position.top_size() && k < request_.top_logprobs; ++k) {
+        top[TokenText(position.top(k).token_bytes())] = LogprobValue(position.top(k).logprob());
+      }
+      prompt.logprobs["top_logprobs"].push_back(scored && request_.top_logprobs > 0 ? top : Json());
+      prompt.logprobs["text_offset"].push_back(offset);
+    }
+    offset += static_cast<int64_t>(bytes.size());
+    if (!prompt.prompt_logprobs.is_null()) {
+      if (!scored) {
+        prompt.prompt_logprobs.push_back(Json());
+        continue;
+      }
+      Json entry = Json::object();
+      auto add = [&entry](const v1::TokenLogprob& token) {
+        entry[std::to_string(token.token_id())] = {
+            {"logprob", LogprobValue(token.logprob())},
+            {"rank", token.rank()},
+            {"decoded_token", TokenText(token.token_bytes())}};
+      };
+      add(position.chosen());
+      for (int k = 0; k < position.top_size() && k < request_.prompt_logprobs; ++k) {
+        add(position.top(k));
+      }
+      prompt.prompt_logprobs.push_back(std::move(entry));
+    }
+  }
+  if (!text_from_tokens) prompt.text = request.prompt();
+}
+
+std::string OpenAiResponseBuilder::EchoedText(size_t index) const {
+  const Prompt& prompt = prompts_[index / request_.n];
+  return request_.prompt_only ? prompt.text : prompt.text + choices_[index].text;
+}
+
+Json OpenAiResponseBuilder::EchoedLogprobs(size_t index) const {
+  const Prompt& prompt = prompts_[index / request_.n];
+  const Json& own = choices_[index].logprobs;
+  if (prompt.logprobs.is_null()) return own;  // nothing came for the prompt
+  Json merged = prompt.logprobs;
+  if (request_.prompt_only || own.is_null()) return merged;
+  const int64_t prompt_bytes = static_cast<int64_t>(prompt.text.size());
+  for (const char* list : {"tokens", "token_logprobs", "top_logprobs"}) {
+    for (const Json& item : own[list]) merged[list].push_back(item);
+  }
+  for (const Json& offset : own["text_offset"]) {
+    merged["text_offset"].push_back(prompt_bytes + offset.get<int64_t>());
+  }
+  return merged;
 }
 
 OpenAiResponseBuilder::Choice& OpenAiResponseBuilder::ChoiceAt(int index) {
@@ -126,11 +202,12 @@ void OpenAiResponseBuilder::AppendLogprobs(const v1::ChoiceDelta& delta, Choice*
 void OpenAiResponseBuilder::AddUsage(const v1::GenerateResponse& response) {
   if (!response.has_usage()) return;
   prompt_tokens_ += response.usage().prompt_tokens();
-  completion_tokens_ += response.usage().completion_tokens();
+  if (!request_.prompt_only) completion_tokens_ += response.usage().completion_tokens();
   cached_tokens_ += response.usage().cached_prompt_tokens();
 }
 
 void OpenAiResponseBuilder::Add(int prompt_index, const v1::GenerateResponse& response) {
+  AddPrompt(prompt_index, response);
   for (const v1::ChoiceDelta& delta : response.choices()) {
     Choice& choice = ChoiceAt(prompt_index * request_.n + delta.index());
     choice.text += delta.text();
@@ -184,7 +261,7 @@ std::string OpenAiResponseBuilder::Body() const {
     const Choice& choice = choices_[i];
     Json out;
     out["index"] = i;
-    Json finish_reason = choice.finish_reason;
+    Json finish_reason = request_.prompt_only ? Json("length") : choice.finish_reason;
     if (chat()) {
       out["message"] = {{"role", "assistant"}, {"content", choice.text}};
       if (request_.parse_tool_calls) {
@@ -195,15 +272,22 @@ std::string OpenAiResponseBuilder::Body() const {
           if (finish_reason == "stop") finish_reason = "tool_calls";
         }
       }
+      out["logprobs"] = choice.logprobs;
     } else {
-      out["text"] = choice.text;
+      out["text"] = request_.echo ? EchoedText(i) : choice.text;
+      out["logprobs"] = request_.echo ? EchoedLogprobs(i) : choice.logprobs;
+      if (request_.prompt_logprobs >= 0) {
+        out["prompt_logprobs"] = prompts_[i / request_.n].prompt_logprobs;
+      }
     }
-    out["logprobs"] = choice.logprobs;
     out["finish_reason"] = finish_reason;
-    out["stop_reason"] = choice.stop_reason;
+    out["stop_reason"] = request_.prompt_only ? Json() : choice.stop_reason;
     choices.push_back(std::move(out));
   }
   body["choices"] = std::move(choices);
+  if (chat() && request_.prompt_logprobs >= 0 && !prompts_.empty()) {
+    body["prompt_logprobs"] = prompts_[0].prompt_logprobs;
+  }
   body["usage"] = UsageJson();
   return DumpJson(body);
 }

@@ -22,6 +22,13 @@
 // Logprobs: completions use {tokens, token_logprobs, top_logprobs, text_offset}; chat uses
 // {content: [{token, logprob, bytes, top_logprobs}]}. A token that is not valid UTF-8 on its own
 // (part of a character) is written "bytes:\xNN..." in token strings; -inf is written -9999.0.
+// echo (completions): text is the prompt's text (the prompt string, or its tokens' text for
+// token ids) and then the completion's; with logprobs the lists cover the prompt's tokens first
+// (the first token's logprob and top_logprobs null), text_offset counting bytes from the
+// prompt's start; with prompt_only the completion is left out (and from usage).
+// prompt_logprobs (vLLM's format): a list with null for the first prompt token, then per token
+// {"<token id>": {logprob, rank, decoded_token}} for it and its top alternatives; in each
+// choice for completions, at the top level for chat.
 //
 // Thread-safety: not thread-safe; one per call.
 #ifndef KVSERVE_HTTP_OPENAI_RESPONSE_H_
@@ -69,7 +76,19 @@ class OpenAiResponseBuilder {
     size_t content_sent = 0;
   };
 
+  // What one prompt's stream sent of the prompt (GenerateResponse.prompt_logprobs), for echo and
+  // prompt_logprobs.
+  struct Prompt {
+    std::string text;                // echo: the prompt's text
+    nlohmann::json logprobs;         // echo with logprobs: completions format; else null
+    nlohmann::json prompt_logprobs;  // vLLM's format; null when not asked
+  };
+
   bool chat() const { return request_.endpoint == OpenAiEndpoint::kChatCompletions; }
+  void AddPrompt(int prompt_index, const kvserve::v1::GenerateResponse& response);
+  // Choice `index`'s text and completions logprobs with echo: the prompt's, then its own.
+  std::string EchoedText(size_t index) const;
+  nlohmann::json EchoedLogprobs(size_t index) const;
   Choice& ChoiceAt(int index);
   // Appends the logprobs of `delta` to `*logprobs` (endpoint format), creating it if null.
   void AppendLogprobs(const kvserve::v1::ChoiceDelta& delta, Choice* choice,
@@ -91,6 +110,7 @@ class OpenAiResponseBuilder {
   const std::string model_;
   const int64_t created_;
   std::vector<Choice> choices_;
+  std::vector<Prompt> prompts_;  // one per request
   int64_t prompt_tokens_ = 0;
   int64_t completion_tokens_ = 0;
   int64_t cached_tokens_ = 0;

@@ -128,6 +128,13 @@ void Sampler::FillLogprobs(const float* logits, int num_logprobs, SampleResult* 
   for (int32_t i = 0; i < n; ++i) result->top[i].logprob -= log_normalizer;
 }
 
+SampleResult Sampler::Score(const float* logits, int32_t token, int num_logprobs) {
+  SampleResult result;
+  result.token = token;
+  FillLogprobs(logits, num_logprobs, &result);
+  return result;
+}
+
 SampleResult Sampler::Sample(const float* logits, const SamplingParams& params,
                              const TokenHistory& history, uint64_t token_index) {
   std::copy(logits, logits + vocab_, processed_.begin());

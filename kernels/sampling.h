@@ -86,6 +86,11 @@ class Sampler {
   SampleResult Sample(const float* logits /* [vocab] */, const SamplingParams& params,
                       const TokenHistory& history, uint64_t token_index);
 
+  // The logprob of a given `token` under the raw logits and the num_logprobs most likely, as
+  // Sample() reports them for the token it picks (no penalties, no draw): scoring a known token,
+  // e.g. a prompt token. REQUIRES: logits as for Sample(), token in [0, vocab()).
+  SampleResult Score(const float* logits /* [vocab] */, int32_t token, int num_logprobs);
+
   // The logits after step 1 (and temperature when not greedy) of the last Sample() call, for
   // tests and debugging.
   const std::vector<float>& processed_logits() const { return processed_; }

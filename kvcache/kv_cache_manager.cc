@@ -218,7 +218,8 @@ void KvCacheManager::RecycleSequence(SequenceId id) {
 absl::StatusOr<SequenceStart> KvCacheManager::AddSequence(SequenceId id,
                                                           absl::Span<const TokenId> prompt,
                                                           std::string_view cache_salt,
-                                                          int max_new_tokens) {
+                                                          int max_new_tokens,
+                                                          bool use_cached_prefix) {
   if (prompt.empty()) return absl::InvalidArgumentError("prompt must hold at least one token");
   if (max_new_tokens < 1) {
     return absl::InvalidArgumentError(
@@ -232,7 +233,7 @@ absl::StatusOr<SequenceStart> KvCacheManager::AddSequence(SequenceId id,
   host_hits_.clear();
   BlockHash last_hit;  // the hash of the last block matched (either tier)
   MatchPrefix(
-      prompt, cache_salt, MaxPromptBlocks(prompt, block_size_),
+      prompt, cache_salt, use_cached_prefix ? MaxPromptBlocks(prompt, block_size_) : 0,
       [&](BlockId block, const BlockHash& hash) {
         seq.block_table.push_back(block);
         seq.hashes.push_back(hash);
@@ -253,7 +254,8 @@ absl::StatusOr<SequenceStart> KvCacheManager::AddSequence(SequenceId id,
   if (swapped != swapped_.end()) {
     const Swapped& kept = swapped->second;
     // last_hit stays BlockHash{} with no hit: the parent kept for block 0.
-    const bool same_chain = kept.block_index == num_device_blocks + num_host_blocks &&
+    const bool same_chain = use_cached_prefix &&
+                            kept.block_index == num_device_blocks + num_host_blocks &&
                             last_hit == kept.parent && cache_salt == kept.cache_salt;
     if (same_chain) {
       int n = static_cast<int>(std::min<int64_t>(

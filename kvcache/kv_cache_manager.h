@@ -157,11 +157,15 @@ class KvCacheManager {
   PrefixMatch FindCachedPrefix(absl::Span<const TokenId> prompt, std::string_view cache_salt) const;
 
   // Starts sequence `id` with its prompt: attaches the cached prefix (as FindCachedPrefix) and
-  // reserves slots for min(max_new_tokens, remaining prompt tokens) tokens after it.
+  // reserves slots for min(max_new_tokens, remaining prompt tokens) tokens after it. With
+  // use_cached_prefix false nothing is attached (no device, host or swapped hit): every token is
+  // computed, e.g. for a request that needs the logits of every prompt position; its full blocks
+  // still enter the prefix cache once computed.
   // REQUIRES: prompt non-empty, max_new_tokens >= 1. ALREADY_EXISTS for a known id;
   // RESOURCE_EXHAUSTED (sequence not created, nothing changed) when the blocks do not fit.
   absl::StatusOr<SequenceStart> AddSequence(SequenceId id, absl::Span<const TokenId> prompt,
-                                            std::string_view cache_salt, int max_new_tokens);
+                                            std::string_view cache_salt, int max_new_tokens,
+                                            bool use_cached_prefix = true);
 
   // Appends known tokens (e.g. the sampled one) to the sequence; reserves nothing.
   absl::Status AppendTokens(SequenceId id, absl::Span<const TokenId> tokens);

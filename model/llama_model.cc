@@ -435,6 +435,7 @@ kernels::Graph* LlamaModel::DecodeGraphFor(const ForwardBatch& b, const KvPool& 
 absl::Status LlamaModel::ForwardOnDevice(const ForwardBatch& b, KvPool& kv) {
   KVSERVE_RETURN_IF_ERROR(ValidateBatch(b, kv));
   last_logit_rows_ = b.num_logit_rows();
+  last_num_tokens_ = b.num_tokens();
   if (b.num_tokens() == 0) return absl::OkStatus();
   StepShape shape;
   if (kernels::Graph* graph = DecodeGraphFor(b, kv, &shape); graph != nullptr) {
@@ -476,6 +477,26 @@ absl::StatusOr<absl::Span<float>> LlamaModel::LogitRows(absl::Span<const int32_t
   }
   if (!backend_->Synchronize()) return absl::InternalError("the backend reported an error");
   return absl::Span<float>(host_logits_.data(), rows.size() * vocab);
+}
+
+absl::StatusOr<absl::Span<const float>> LlamaModel::TokenLogits(int32_t first_token,
+                                                                int32_t count) {
+  if (count < 0 || count > limits_.max_logit_rows || first_token < 0 ||
+      first_token + count > last_num_tokens_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TokenLogits: tokens [", first_token, ", ", first_token + count, ") of a step of ",
+        last_num_tokens_, " tokens, at most ", limits_.max_logit_rows, " at a time"));
+  }
+  const ModelConfig& c = config();
+  const size_t values = static_cast<size_t>(count) * c.vocab_size;
+  if (count > 0) {
+    // state_.normed holds the final norm of every token of the step (Compute).
+    Linear(state_.normed + int64_t{first_token} * c.hidden_size, weights_->output(), nullptr,
+           state_.logits, count);
+    backend_->CopyToHost(host_logits_.data(), state_.logits, values * sizeof(float));
+  }
+  if (!backend_->Synchronize()) return absl::InternalError("the backend reported an error");
+  return absl::Span<const float>(host_logits_.data(), values);
 }
 
 absl::StatusOr<absl::Span<const float>> LlamaModel::Forward(const ForwardBatch& b, KvPool& kv) {

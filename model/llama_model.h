@@ -97,6 +97,14 @@ class LlamaModel {
   // structured-output mask is applied in place). INTERNAL when the backend failed.
   absl::StatusOr<absl::Span<float>> LogitRows(absl::Span<const int32_t> rows);
 
+  // After ForwardOnDevice: the logits of the batch's tokens first_token .. first_token + count - 1
+  // (indices into the step's [0, T)), whatever its logit_rows, computed from the step's final
+  // hidden states and copied to the host as [count, vocab]; valid until the next call. It reuses
+  // the logit buffers, so the step's own logit rows must have been read before (GreedyTokens,
+  // LogitRows). INVALID_ARGUMENT when count > max_logit_rows or the range is outside the step;
+  // INTERNAL when the backend failed.
+  absl::StatusOr<absl::Span<const float>> TokenLogits(int32_t first_token, int32_t count);
+
   // ForwardOnDevice, then every logit row on the host: [R, vocab], row-major, valid until the
   // next step.
   absl::StatusOr<absl::Span<const float>> Forward(const ForwardBatch& batch, KvPool& kv);
@@ -168,10 +176,8 @@ class LlamaModel {
   void UploadMetadata(const ForwardBatch& batch, const StepShape& shape);
   // Every kernel of one step of `shape` over the uploaded metadata (what a graph records).
   void Compute(const StepShape& shape, KvPool& kv);
-  void Linear(const float* x, const WeightView& w, const float* bias, float* y,
-              int32_t num_tokens);
-  void Attention(const StepShape& shape, const DeviceLayer& layer, int32_t layer_index,
-                 KvPool& kv);
+  void Linear(const float* x, const WeightView& w, const float* bias, float* y, int32_t num_tokens);
+  void Attention(const StepShape& shape, const DeviceLayer& layer, int32_t layer_index, KvPool& kv);
   void Mlp(int32_t num_tokens, const DeviceLayer& layer);
   // delta [num_tokens, hidden] summed over the tensor-parallel group, in place; the first
   // failure is kept in comm_status_ and later calls do nothing.
@@ -191,12 +197,13 @@ class LlamaModel {
   RunState state_{};
   std::vector<DeviceBuffer> buffers_;
   int64_t activation_bytes_ = 0;
-  std::vector<int32_t> staging_;       // host copy of the metadata buffer
-  std::vector<int32_t> host_greedy_;   // [R]
-  std::vector<float> host_logits_;     // [R, vocab]
-  int32_t last_logit_rows_ = 0;        // R of the last step
+  std::vector<int32_t> staging_;                               // host copy of the metadata buffer
+  std::vector<int32_t> host_greedy_;                           // [R]
+  std::vector<float> host_logits_;                             // [R, vocab]
+  int32_t last_logit_rows_ = 0;                                // R of the last step
+  int32_t last_num_tokens_ = 0;                                // T of the last step
   std::map<int32_t, std::unique_ptr<kernels::Graph>> graphs_;  // batch size -> decode graph
-  const KvPool* graph_pool_ = nullptr;  // the pool the graphs write
+  const KvPool* graph_pool_ = nullptr;                         // the pool the graphs write
 };
 
 }  // namespace kvserve

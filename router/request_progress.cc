@@ -42,6 +42,7 @@ v1::WorkerGenerateRequest RequestProgress::WorkerRequest(const RoutingDecision& 
   call.mutable_prompt_token_ids()->Add(request_->prompt_token_ids.begin(),
                                        request_->prompt_token_ids.end());
   *call.mutable_sampling() = request_->sampling;
+  if (prompt_logprobs_sent_) call.mutable_sampling()->clear_prompt_logprobs();
   call.set_cache_salt(request_->cache_salt);
   if (!decision.transfer_source.empty()) {
     v1::KvSource* source = call.mutable_kv_source();
@@ -61,6 +62,10 @@ v1::WorkerGenerateRequest RequestProgress::WorkerRequest(const RoutingDecision& 
 
 bool RequestProgress::Apply(v1::GenerateResponse* response) {
   const int n = static_cast<int>(choices_.size());
+  if (response->prompt_logprobs_size() > 0) {
+    if (prompt_logprobs_sent_) response->clear_prompt_logprobs();
+    prompt_logprobs_sent_ = true;
+  }
   for (const v1::ChoiceDelta& delta : response->choices()) {
     if (delta.index() < 0 || delta.index() >= n) continue;
     Choice& choice = choices_[delta.index()];

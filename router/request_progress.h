@@ -45,12 +45,14 @@ class RequestProgress {
   RouteRequest RouteFor(const std::vector<std::string>& excluded) const;
   // The worker call of a (re)submission that `decision` routed: every unfinished choice with what
   // it produced so far, and the KV source when the decision planned a transfer
-  // (RoutingDecision::transfer_source).
+  // (RoutingDecision::transfer_source). Once the client has the prompt logprobs, a resubmission
+  // no longer asks for them (so the client gets them exactly once).
   kvserve::v1::WorkerGenerateRequest WorkerRequest(const RoutingDecision& decision) const;
 
   // Records a worker message and rewrites it for the client (request id; on the message with
   // usage: the original prompt's tokens, completion tokens over every call, the cached prompt
-  // tokens this worker reported). Returns true when the message carried usage.
+  // tokens this worker reported; prompt logprobs only the first time any call sends them).
+  // Returns true when the message carried usage.
   bool Apply(kvserve::v1::GenerateResponse* response);
 
   // Every choice has its finish reason.
@@ -71,6 +73,7 @@ class RequestProgress {
   const ProxiedRequest* const request_;
   std::vector<Choice> choices_;
   int32_t completion_tokens_ = 0;
+  bool prompt_logprobs_sent_ = false;
 };
 
 }  // namespace kvserve

@@ -129,6 +129,20 @@ absl::StatusOr<StepResult> FakeModelRunner::Execute(const StepPlan& plan) {
       out.top.assign(sample.top.begin(), sample.top.begin() + sample.num_top);
     }
   }
+  // Prompt logprobs: the logits after each scored position's context.
+  for (const RunnerWork& item : work) {
+    const int32_t num_scores = NumPromptScores(item);
+    if (num_scores == 0) continue;
+    PromptScores& scores = result.prompt_logprobs.emplace_back();
+    scores.id = item.entry->id;
+    scores.first_token = item.first_position + 1;
+    for (int32_t i = 0; i < num_scores; ++i) {
+      const auto& tokens = item.sequence->tokens;
+      context_.assign(tokens.begin(), tokens.begin() + item.first_position + i + 1);
+      ContextLogits(context_, logits_.data(), options_.vocab_size);
+      ScorePromptTokens(item, i, logits_.data(), 1, options_.vocab_size, sampler_, &scores);
+    }
+  }
   result.waited_for_host_loads = host_copies_.Finish();
   sequences_->Commit(work);
   ++num_executed_steps_;

@@ -201,6 +201,7 @@ absl::StatusOr<StepResult> LlamaModelRunner::Execute(const StepPlan& plan) {
   const bool waited_for_host_loads = host_copies_.has_value() && host_copies_->Finish();
   sequences_->Commit(work);
   KVSERVE_ASSIGN_OR_RETURN(StepResult result, Sample(work));
+  KVSERVE_RETURN_IF_ERROR(ScorePrompts(work, &result));
   result.waited_for_host_loads = waited_for_host_loads;
   return result;
 }
@@ -286,6 +287,29 @@ absl::StatusOr<StepResult> LlamaModelRunner::Sample(const std::vector<RunnerWork
     ++row;
   }
   return result;
+}
+
+absl::Status LlamaModelRunner::ScorePrompts(const std::vector<RunnerWork>& work,
+                                            StepResult* result) {
+  if (weights_->shard().rank != 0) return absl::OkStatus();  // a follower: the leader scores
+  const int32_t max_rows = model_->limits().max_logit_rows;
+  int32_t first_token = 0;  // of the item in the step's batch
+  for (const RunnerWork& item : work) {
+    const int32_t num_scores = NumPromptScores(item);
+    if (num_scores > 0) {
+      PromptScores& scores = result->prompt_logprobs.emplace_back();
+      scores.id = item.entry->id;
+      scores.first_token = item.first_position + 1;
+      for (int32_t offset = 0; offset < num_scores; offset += max_rows) {
+        const int32_t count = std::min(max_rows, num_scores - offset);
+        KVSERVE_ASSIGN_OR_RETURN(absl::Span<const float> logits,
+                                 model_->TokenLogits(first_token + offset, count));
+        ScorePromptTokens(item, offset, logits.data(), count, vocab_size(), sampler_, &scores);
+      }
+    }
+    first_token += item.num_tokens;
+  }
+  return absl::OkStatus();
 }
 
 std::string LlamaModelRunner::KvTransferFormat() const {

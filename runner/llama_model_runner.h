@@ -5,7 +5,9 @@
 // the device, and sample every sequence the plan marks, from the logits of its last token:
 // a plain greedy choice (no penalties, no logprobs) takes the device's argmax (one int per row
 // comes back); every other choice copies its logit row back and samples it with the CPU
-// sampler, so its Philox draws are the same on every backend.
+// sampler, so its Philox draws are the same on every backend. A sequence that wants prompt
+// logprobs then gets the logits of every prompt position of its chunk (LlamaModel::TokenLogits,
+// the LM head over those positions' final hidden states) scored on the host.
 //
 // Pool sizing: ProfileKvBytes runs one forward at the largest step and returns what the device
 // has left for the KV pool under `memory_utilization` (kv_sizing.h); Initialize then captures the
@@ -96,6 +98,9 @@ class LlamaModelRunner final : public ModelRunner {
   void StartMasks(const std::vector<RunnerWork>& work);
   // Samples the plan's sampling rows after a forward.
   absl::StatusOr<StepResult> Sample(const std::vector<RunnerWork>& work);
+  // After Sample: the prompt logprobs of the sequences that want them (the leader only), from
+  // the logits of every prompt position their step computed, max_logit_rows rows at a time.
+  absl::Status ScorePrompts(const std::vector<RunnerWork>& work, StepResult* result);
 
   std::shared_ptr<const DeviceWeights> weights_;
   LlamaRunnerOptions options_;

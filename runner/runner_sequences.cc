@@ -1,5 +1,7 @@
 #include "runner/runner_sequences.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace kvserve {
@@ -61,6 +63,30 @@ absl::StatusOr<std::vector<RunnerWork>> RunnerSequences::Apply(const StepPlan& p
 
 void RunnerSequences::Commit(const std::vector<RunnerWork>& work) {
   for (const RunnerWork& item : work) item.sequence->num_computed_tokens += item.num_tokens;
+}
+
+int32_t NumPromptScores(const RunnerWork& work) {
+  const RunnerSequence& seq = *work.sequence;
+  if (seq.sampling.prompt_logprobs < 0) return 0;
+  const int32_t last_scoring = seq.sampling.num_prompt_tokens - 2;  // scores the last token
+  return std::max(0, std::min(work.first_position + work.num_tokens - 1, last_scoring) -
+                         work.first_position + 1);
+}
+
+void ScorePromptTokens(const RunnerWork& work, int32_t offset, const float* logits, int32_t count,
+                       int32_t vocab, kernels::Sampler& sampler, PromptScores* out) {
+  const RunnerSequence& seq = *work.sequence;
+  for (int32_t i = 0; i < count; ++i) {
+    const float* row = logits + static_cast<size_t>(i) * vocab;
+    const TokenId token = seq.tokens[work.first_position + offset + i + 1];
+    const kernels::SampleResult score = sampler.Score(row, token, seq.sampling.prompt_logprobs);
+    SampledToken& scored = out->scores.emplace_back();
+    scored.id = work.entry->id;
+    scored.token = token;
+    scored.logprob = score.logprob;
+    scored.rank = TokenRank(row, vocab, token);
+    scored.top.assign(score.top.begin(), score.top.begin() + score.num_top);
+  }
 }
 
 int32_t TokenRank(const float* logits, int32_t vocab, int32_t token) {

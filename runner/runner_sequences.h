@@ -64,6 +64,17 @@ class RunnerSequences {
   absl::node_hash_map<SequenceId, RunnerSequence> sequences_;  // stable addresses
 };
 
+// Prompt logprobs (SequenceSampling::prompt_logprobs >= 0): the positions p of the work's step
+// with p + 1 < num_prompt_tokens give prompt token p + 1 its logprob. How many of them (0 when
+// the sequence scores nothing this step); they are the work's first positions.
+int32_t NumPromptScores(const RunnerWork& work);
+
+// Appends to *out (id and first_token set by the caller's first call) the scores of prompt
+// tokens first_position + offset + 1 .. + count, from the logits of the work's positions
+// first_position + offset .. + count - 1 (`logits`: [count, vocab]).
+void ScorePromptTokens(const RunnerWork& work, int32_t offset, const float* logits, int32_t count,
+                       int32_t vocab, kernels::Sampler& sampler, PromptScores* out);
+
 // 1-based rank of `token` in `logits` (larger first, ties by lower id), as output.proto defines.
 int32_t TokenRank(const float* logits /* [vocab] */, int32_t vocab, int32_t token);
 

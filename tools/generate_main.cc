@@ -7,12 +7,23 @@
 //   kvserve-generate --model synthetic:smollm2-135m --prompt_tokens 128 --batch 8
 //   kvserve-generate --device cuda --dtype bfloat16 --prompt "The KV cache is"
 //
+// --score_jsonl FILE scores texts instead (the offline twin of an evaluation harness's
+// loglikelihood requests): each line {"context": ..., "continuation": ...} is tokenized as
+// lm-evaluation-harness splits it (trailing spaces of the context move to the continuation; the
+// whole text and the context are tokenized without special tokens, and the continuation is the
+// whole's tokens after the context's), the whole runs through the engine with prompt logprobs,
+// and one line {"logprob", "is_greedy", "num_tokens"} per input goes to stdout: the sum of the
+// continuation tokens' logprobs, whether each was its position's most likely token, and how
+// many there were.
+//
 // --batch N runs N copies of the prompt as one batch (sampling seeds seed, seed + 1, ...) and
 // streams only the first; the decode rate then counts the tokens of all N sequences.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <utility>
@@ -59,6 +70,9 @@ ABSL_FLAG(std::string, kv_cache_dtype, "auto",
           "KV cache: auto (as kvserve-worker), float32, bfloat16, float16");
 ABSL_FLAG(bool, enforce_eager, false, "no CUDA graphs for decode steps");
 ABSL_FLAG(bool, ignore_eos, false, "do not stop at end-of-sequence tokens");
+ABSL_FLAG(std::string, score_jsonl, "",
+          "score the continuations of a JSONL file of {\"context\", \"continuation\"} lines "
+          "(prompt logprobs) instead of generating; one JSON line per input on stdout");
 
 namespace kvserve {
 namespace {
@@ -89,6 +103,93 @@ absl::StatusOr<std::vector<int32_t>> BuildPrompt(const Tokenizer* tokenizer, int
   return PromptRenderer(tokenizer).Render(std::move(input));
 }
 
+struct ScoreItem {
+  std::vector<int32_t> tokens;  // context + continuation
+  size_t context_len = 0;
+};
+
+// One JSONL line, split as the harness splits it (see the file comment).
+absl::StatusOr<ScoreItem> ParseScoreLine(const std::string& line, const Tokenizer& tokenizer) {
+  const nlohmann::json json = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object() || !json.contains("context") || !json["context"].is_string() ||
+      !json.contains("continuation") || !json["continuation"].is_string()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--score_jsonl: not an object with string context and continuation: ", line));
+  }
+  std::string context = json["context"].get<std::string>();
+  std::string continuation = json["continuation"].get<std::string>();
+  const size_t kept = context.find_last_not_of(" \t\n\r\f\v");
+  const size_t trimmed = kept == std::string::npos ? 0 : kept + 1;
+  continuation = context.substr(trimmed) + continuation;
+  context.resize(trimmed);
+  ScoreItem item;
+  item.tokens = tokenizer.Encode(context + continuation, /*add_bos=*/false);
+  item.context_len = tokenizer.Encode(context, /*add_bos=*/false).size();
+  if (item.context_len == 0 || item.context_len >= item.tokens.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--score_jsonl: needs a non-empty context and continuation: ", line));
+  }
+  return item;
+}
+
+absl::Status RunScore(CreatedRunner created, const Tokenizer* tokenizer) {
+  if (tokenizer == nullptr) return absl::InvalidArgumentError("--score_jsonl needs a tokenizer");
+  std::ifstream file(absl::GetFlag(FLAGS_score_jsonl));
+  if (!file) {
+    return absl::NotFoundError(absl::StrCat("cannot read ", absl::GetFlag(FLAGS_score_jsonl)));
+  }
+  std::vector<ScoreItem> items;
+  size_t longest = 0;
+  for (std::string line; std::getline(file, line);) {
+    if (line.empty()) continue;
+    KVSERVE_ASSIGN_OR_RETURN(ScoreItem item, ParseScoreLine(line, *tokenizer));
+    longest = std::max(longest, item.tokens.size());
+    items.push_back(std::move(item));
+  }
+  const int32_t block_size = absl::GetFlag(FLAGS_block_size);
+  const int32_t context = static_cast<int32_t>(longest) + 1;  // one token is generated
+  EngineOptions options;
+  options.block_size = block_size;
+  options.num_kv_blocks = (context + block_size - 1) / block_size;
+  options.max_num_seqs = 1;
+  options.max_num_batched_tokens = absl::GetFlag(FLAGS_chunk);
+  options.max_context_len = std::min(context, created.config.max_context);
+  options.max_waiting_requests = static_cast<int32_t>(items.size());
+  KVSERVE_ASSIGN_OR_RETURN(
+      std::unique_ptr<EngineCore> core,
+      EngineCore::Create(options, std::move(created.runner), tokenizer, nullptr));
+  std::vector<EngineRequest> requests(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    requests[i].request_id = absl::StrCat("score-", i);
+    requests[i].prompt_token_ids = items[i].tokens;
+    requests[i].sampling.temperature = 0.0f;
+    requests[i].sampling.max_tokens = 1;
+    requests[i].sampling.prompt_logprobs = 0;
+  }
+  std::vector<std::vector<PositionLogprobsOutput>> scores(items.size());
+  auto on_output = [&](size_t index, const EngineOutput& output) {
+    if (output.prompt_logprobs.has_value()) scores[index] = *output.prompt_logprobs;
+  };
+  std::vector<OfflineResult> results;
+  KVSERVE_RETURN_IF_ERROR(GenerateOffline(*core, requests, &results, on_output).status());
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (scores[i].size() != items[i].tokens.size()) {
+      return absl::InternalError(absl::StrCat("item ", i, ": no prompt logprobs"));
+    }
+    double logprob = 0;
+    bool is_greedy = true;
+    for (size_t p = items[i].context_len; p < items[i].tokens.size(); ++p) {
+      logprob += scores[i][p].chosen.logprob;
+      is_greedy = is_greedy && scores[i][p].chosen.rank == 1;
+    }
+    const nlohmann::json line = {{"logprob", logprob},
+                                 {"is_greedy", is_greedy},
+                                 {"num_tokens", items[i].tokens.size() - items[i].context_len}};
+    std::printf("%s\n", line.dump().c_str());
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Run() {
   std::string spec = absl::GetFlag(FLAGS_model);
   if (spec.empty()) spec = DefaultModelPath();
@@ -107,6 +208,9 @@ absl::Status Run() {
                          .enforce_eager = absl::GetFlag(FLAGS_enforce_eager)});
   if (!created.ok()) return created.status();
   KVSERVE_ASSIGN_OR_RETURN(auto tokenizer, Tokenizer::FromModelPath(spec));
+  if (!absl::GetFlag(FLAGS_score_jsonl).empty()) {
+    return RunScore(*std::move(created), tokenizer.get());
+  }
   const ModelConfig config = created->config;
   KVSERVE_ASSIGN_OR_RETURN(auto prompt, BuildPrompt(tokenizer.get(), config.vocab_size));
 

@@ -16,6 +16,11 @@ void ToProto(const TokenLogprobOutput& token, v1::TokenLogprob* proto) {
   proto->set_rank(token.rank);
 }
 
+void ToProto(const PositionLogprobsOutput& position, v1::PositionLogprobs* proto) {
+  ToProto(position.chosen, proto->mutable_chosen());
+  for (const TokenLogprobOutput& top : position.top) ToProto(top, proto->add_top());
+}
+
 }  // namespace
 
 int32_t ResolveN(const v1::SamplingParams& sampling) { return std::max(sampling.n(), 1); }
@@ -43,6 +48,7 @@ SamplingOptions ResolveSampling(const v1::SamplingParams& sampling, const Servin
   options.ignore_eos = sampling.ignore_eos();
   options.include_stop_str_in_output = sampling.include_stop_str_in_output();
   if (sampling.has_logprobs()) options.logprobs = sampling.logprobs();
+  if (sampling.has_prompt_logprobs()) options.prompt_logprobs = sampling.prompt_logprobs();
   options.detokenize_special_tokens = sampling.detokenize_special_tokens();
   return options;
 }
@@ -96,15 +102,18 @@ v1::FinishReason ToProto(FinishReason reason) {
 void ToProto(const EngineOutput& output, const std::string& request_id,
              v1::GenerateResponse* response) {
   response->set_request_id(request_id);
+  if (output.prompt_logprobs.has_value()) {
+    for (const PositionLogprobsOutput& position : *output.prompt_logprobs) {
+      ToProto(position, response->add_prompt_logprobs());
+    }
+  }
   for (const ChoiceOutput& choice : output.choices) {
     v1::ChoiceDelta* delta = response->add_choices();
     delta->set_index(choice.index);
     delta->mutable_token_ids()->Add(choice.token_ids.begin(), choice.token_ids.end());
     delta->set_text(choice.text);
     for (const PositionLogprobsOutput& position : choice.logprobs) {
-      v1::PositionLogprobs* proto = delta->add_logprobs();
-      ToProto(position.chosen, proto->mutable_chosen());
-      for (const TokenLogprobOutput& top : position.top) ToProto(top, proto->add_top());
+      ToProto(position, delta->add_logprobs());
     }
     delta->set_finish_reason(ToProto(choice.finish_reason));
     if (choice.stop_string.has_value()) delta->set_stop_string(*choice.stop_string);

@@ -332,6 +332,12 @@ INSTANTIATE_TEST_SUITE_P(
                     "sampling.logprobs"},
         BadSampling{"TooManyLogprobs", [](v1::SamplingParams* s) { s->set_logprobs(6); },
                     "sampling.logprobs"},
+        BadSampling{"NegativePromptLogprobs",
+                    [](v1::SamplingParams* s) { s->set_prompt_logprobs(-1); },
+                    "sampling.prompt_logprobs"},
+        BadSampling{"TooManyPromptLogprobs",
+                    [](v1::SamplingParams* s) { s->set_prompt_logprobs(6); },
+                    "sampling.prompt_logprobs"},
         BadSampling{"NegativeN", [](v1::SamplingParams* s) { s->set_n(-1); }, "sampling.n"},
         BadSampling{"NTooLarge", [](v1::SamplingParams* s) { s->set_n(5); }, "sampling.n"}),
     [](const ::testing::TestParamInfo<BadSampling>& info) { return info.param.name; });
@@ -345,6 +351,7 @@ TEST(ValidateSamplingParams, AcceptsBoundaryValues) {
   sampling.set_frequency_penalty(2.0f);
   sampling.set_max_tokens(255);
   sampling.set_logprobs(0);
+  sampling.set_prompt_logprobs(5);
   sampling.set_n(4);
   sampling.add_stop("12345678");
   sampling.add_stop_token_ids(999);

@@ -171,7 +171,9 @@ def collect(responses):
 def run_streams(stub, requests, timeout, on_progress=None, with_usage=False):
     """Runs every request as its own Generate stream, all at once (a thread each), and returns
     [(token ids, text)] in request order; with with_usage, [(token ids, text, usage)], a usage
-    anywhere but in a stream's last message being an error (as in collect). on_progress, when
+    anywhere but in a stream's last message being an error (as in collect). A request with
+    sampling.prompt_logprobs must get them exactly once, before any token, one per prompt
+    token (an error otherwise). on_progress, when
     given, sees the list of every stream's token count after each message of any stream. Errors
     are returned as [(stream index, exception)] beside the outputs."""
     outputs = [None] * len(requests)
@@ -180,11 +182,15 @@ def run_streams(stub, requests, timeout, on_progress=None, with_usage=False):
     lock = threading.Lock()
 
     def run(i, request):
-        tokens, text, usage = [], "", None
+        tokens, text, usage, prompt_logprobs = [], "", None, None
         try:
             for response in stub.Generate(request, timeout=timeout):
                 if with_usage:
                     assert usage is None, "usage must come in the last message only"
+                if response.prompt_logprobs:
+                    assert prompt_logprobs is None, "prompt logprobs sent twice"
+                    assert not tokens, "prompt logprobs after a token"
+                    prompt_logprobs = len(response.prompt_logprobs)
                 for delta in response.choices:
                     tokens.extend(delta.token_ids)
                     text += delta.text
@@ -194,6 +200,9 @@ def run_streams(stub, requests, timeout, on_progress=None, with_usage=False):
                     counts[i] = len(tokens)
                     if on_progress:
                         on_progress(list(counts))
+            if request.sampling.HasField("prompt_logprobs"):  # once, one per prompt token
+                assert prompt_logprobs == (usage or response.usage).prompt_tokens, \
+                    f"{prompt_logprobs} prompt logprobs"
             outputs[i] = (tokens, text, usage) if with_usage else (tokens, text)
         except Exception as error:  # reported with the stream's index
             errors.append((i, error))

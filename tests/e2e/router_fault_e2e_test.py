@@ -2,7 +2,8 @@
 worker is killed with SIGKILL while they run. Every stream must complete, and each stream's
 tokens and text must equal those of an undisturbed run of the same requests: greedy ones,
 sampled ones with a fixed seed, and sampled ones constrained to a JSON schema (the new worker
-replays the generated tokens into its grammar matcher, so the constraint resumes where it was). A request without a seed also completes (the router fixed its
+replays the generated tokens into its grammar matcher, so the constraint resumes where it was),
+and streams that asked for prompt logprobs get them exactly once. A request without a seed also completes (the router fixed its
 seed before the first dispatch), and when the last worker dies too, the stream ends with
 UNAVAILABLE (the tokens already sent stand; never OK with FINISH_REASON_ABORT).
 
@@ -47,6 +48,8 @@ def requests():
     result = lib.greedy_and_seeded_requests(prompts, OUTPUT_TOKENS, 1000, temperature=0.9,
                                             top_p=0.95)
     for i, request in enumerate(result):
+        if i % 4 == 1:  # prompt logprobs reach the client once, also across the migration
+            request.sampling.prompt_logprobs = 1
         if constrained(i):
             request.sampling.ignore_eos = False
             request.sampling.structured_output.json_schema = STORY_SCHEMA

@@ -61,6 +61,7 @@ struct ChoiceResult {
 
 struct RequestResult {
   std::map<int32_t, ChoiceResult> choices;
+  std::optional<std::vector<PositionLogprobsOutput>> prompt_logprobs;
   std::optional<Usage> usage;
   int num_messages = 0;
   int num_usage_messages = 0;
@@ -71,6 +72,14 @@ struct RequestResult {
   void Add(const EngineOutput& output) {
     ++num_messages;
     EXPECT_FALSE(usage.has_value()) << "a message after the one with usage";
+    if (output.prompt_logprobs.has_value()) {
+      EXPECT_FALSE(prompt_logprobs.has_value()) << "prompt logprobs sent twice";
+      for (const auto& [index, choice] : choices) {
+        EXPECT_TRUE(choice.tokens.empty())
+            << "prompt logprobs after choice " << index << "'s token";
+      }
+      prompt_logprobs = output.prompt_logprobs;
+    }
     for (const ChoiceOutput& delta : output.choices) {
       ChoiceResult& choice = choices[delta.index];
       EXPECT_EQ(choice.finish_reason, FinishReason::kNone) << "a delta after the final one";

@@ -182,7 +182,11 @@ TEST(OpenAiMappingTest, MalformedJsonAndWrongTypesAreRefusedNamingTheField) {
       {R"({"prompt": "x", "stream_options": {"include_usage": 1}})",
        "stream_options.include_usage: must be a boolean"},
       {R"({"prompt": "x", "stop_token_ids": [1.5]})", "stop_token_ids[0]: must be an integer"},
-      {R"({"prompt": "x", "echo": true})", "echo: is not supported"},
+      {R"({"prompt": "x", "echo": 1})", "echo: must be a boolean"},
+      {R"({"prompt": "x", "echo": true, "stream": true})", "echo: is not supported with stream"},
+      {R"({"prompt": "x", "prompt_logprobs": true})", "prompt_logprobs: must be an integer"},
+      {R"({"prompt": "x", "prompt_logprobs": 1, "stream": true})",
+       "prompt_logprobs: is not supported with stream"},
       {R"({"prompt": "x", "best_of": 3})", "best_of: is not supported"},
       {R"({"prompt": "x", "suffix": "s"})", "suffix: is not supported"},
       {R"({"prompt": "x", "logit_bias": {"1": 2}})", "logit_bias: is not supported"},
@@ -211,6 +215,7 @@ TEST(OpenAiMappingTest, ChatSpecificErrorsNameTheField) {
        "messages[0].content[0].type: only \"text\" parts are supported"},
       {R"({"messages": [], "logprobs": 2})", "logprobs: must be a boolean"},
       {R"({"messages": [], "top_logprobs": 2})", "top_logprobs: needs logprobs: true"},
+      {R"({"messages": [], "echo": true})", "echo: is supported on /v1/completions only"},
       {R"({"messages": [], "max_completion_tokens": 0})", "max_completion_tokens: must be >= 1"},
       {R"({"messages": [], "tools": [{"type": "function"}]})",
        "tools[0].function: an object is required"},
@@ -404,6 +409,127 @@ TEST(OpenAiResponseTest, ChatLogprobsUseContentEntriesWithBytes) {
   EXPECT_EQ(content[0]["bytes"], Json::array({65}));
   EXPECT_EQ(content[0]["top_logprobs"][0]["token"], "alt");
   EXPECT_EQ(Json::parse(builder.Body())["choices"][0]["message"]["role"], "assistant");
+}
+
+TEST(OpenAiMappingTest, EchoAndPromptLogprobsAskForThePromptsLogprobs) {
+  // echo with logprobs: the prompt's tokens with as many alternatives; max_tokens 0 is the
+  // prompt alone (one token generated and dropped).
+  OpenAiRequest scoring =
+      Completion(R"({"prompt": "x", "echo": true, "logprobs": 2, "max_tokens": 0})");
+  EXPECT_TRUE(scoring.echo);
+  EXPECT_TRUE(scoring.prompt_only);
+  EXPECT_EQ(scoring.prompt_logprobs, -1) << "not asked in vLLM's form";
+  EXPECT_EQ(scoring.requests[0].sampling().max_tokens(), 1);
+  EXPECT_EQ(scoring.requests[0].sampling().prompt_logprobs(), 2);
+  // echo of a string without logprobs needs nothing; of token ids, their text.
+  OpenAiRequest text = Completion(R"({"prompt": ["x", [5, 6]], "echo": true})");
+  EXPECT_FALSE(text.requests[0].sampling().has_prompt_logprobs());
+  EXPECT_EQ(text.requests[1].sampling().prompt_logprobs(), 0);
+  // vLLM's prompt_logprobs, on both endpoints; a bad value is left for validation to refuse.
+  OpenAiRequest vllm = Completion(R"({"prompt": "x", "prompt_logprobs": 4, "echo": true,
+                                      "logprobs": 1})");
+  EXPECT_EQ(vllm.prompt_logprobs, 4);
+  EXPECT_EQ(vllm.requests[0].sampling().prompt_logprobs(), 4);
+  EXPECT_EQ(
+      Chat(R"({"messages": [], "prompt_logprobs": 0})").requests[0].sampling().prompt_logprobs(),
+      0);
+  EXPECT_EQ(Completion(R"({"prompt": "x", "prompt_logprobs": -1, "echo": true, "logprobs": 1})")
+                .requests[0]
+                .sampling()
+                .prompt_logprobs(),
+            -1);
+}
+
+// A worker's message with prompt logprobs for `tokens` (the first unscored), each scored
+// -(i / 4) with one alternative "alt".
+v1::GenerateResponse PromptLogprobs(const std::vector<std::string>& tokens) {
+  v1::GenerateResponse response;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    v1::PositionLogprobs* position = response.add_prompt_logprobs();
+    position->mutable_chosen()->set_token_id(static_cast<int32_t>(10 + i));
+    position->mutable_chosen()->set_token_bytes(tokens[i]);
+    if (i == 0) continue;
+    position->mutable_chosen()->set_logprob(-0.25f * static_cast<float>(i));
+    position->mutable_chosen()->set_rank(static_cast<int32_t>(i));
+    v1::TokenLogprob* top = position->add_top();
+    top->set_token_id(99);
+    top->set_token_bytes("alt");
+    top->set_logprob(-0.1f);
+    top->set_rank(1);
+  }
+  return response;
+}
+
+TEST(OpenAiResponseTest, EchoPutsThePromptsTextAndLogprobsBeforeTheCompletions) {
+  const OpenAiRequest request =
+      Completion(R"({"prompt": [[10, 11, 12]], "echo": true, "logprobs": 1})");
+  OpenAiResponseBuilder builder(request, "c", "m", 0);
+  builder.Add(0, PromptLogprobs({"He", "llo", " w"}));
+  v1::GenerateResponse last = WithLogprobs("orld", -0.5f);
+  last.mutable_choices(0)->set_finish_reason(v1::FINISH_REASON_LENGTH);
+  last.mutable_usage()->set_prompt_tokens(3);
+  last.mutable_usage()->set_completion_tokens(1);
+  builder.Add(0, last);
+  const Json body = Json::parse(builder.Body());
+  const Json& choice = body["choices"][0];
+  EXPECT_EQ(choice["text"], "Hello world");
+  const Json& logprobs = choice["logprobs"];
+  EXPECT_EQ(logprobs["tokens"], Json::array({"He", "llo", " w", "orld"}));
+  EXPECT_TRUE(logprobs["token_logprobs"][0].is_null());
+  EXPECT_DOUBLE_EQ(logprobs["token_logprobs"][1].get<double>(), -0.25);
+  EXPECT_DOUBLE_EQ(logprobs["token_logprobs"][2].get<double>(), -0.5);
+  EXPECT_DOUBLE_EQ(logprobs["token_logprobs"][3].get<double>(), -0.5);
+  EXPECT_TRUE(logprobs["top_logprobs"][0].is_null());
+  EXPECT_FLOAT_EQ(logprobs["top_logprobs"][1]["alt"].get<double>(), -0.1);
+  EXPECT_EQ(logprobs["text_offset"], Json::array({0, 2, 5, 7}));
+  EXPECT_FALSE(choice.contains("prompt_logprobs"));
+  EXPECT_EQ(body["usage"]["completion_tokens"], 1);
+}
+
+TEST(OpenAiResponseTest, EchoWithMaxTokensZeroReturnsThePromptAlone) {
+  const OpenAiRequest request =
+      Completion(R"({"prompt": "Hello w", "echo": true, "logprobs": 0, "max_tokens": 0})");
+  OpenAiResponseBuilder builder(request, "c", "m", 0);
+  builder.Add(0, PromptLogprobs({"He", "llo", " w"}));
+  v1::GenerateResponse last = WithLogprobs("orld", -0.5f);
+  last.mutable_choices(0)->set_finish_reason(v1::FINISH_REASON_STOP);
+  last.mutable_usage()->set_prompt_tokens(3);
+  last.mutable_usage()->set_completion_tokens(1);
+  builder.Add(0, last);
+  const Json body = Json::parse(builder.Body());
+  const Json& choice = body["choices"][0];
+  EXPECT_EQ(choice["text"], "Hello w");
+  EXPECT_EQ(choice["logprobs"]["tokens"].size(), 3u);
+  EXPECT_TRUE(choice["logprobs"]["top_logprobs"][1].is_null()) << "logprobs 0: no alternatives";
+  EXPECT_EQ(choice["finish_reason"], "length");
+  EXPECT_EQ(body["usage"]["completion_tokens"], 0);
+  EXPECT_EQ(body["usage"]["prompt_tokens"], 3);
+}
+
+TEST(OpenAiResponseTest, PromptLogprobsInVllmsFormatPerCompletionChoiceAndAtTheTopForChat) {
+  const OpenAiRequest completion = Completion(R"({"prompt": "x", "prompt_logprobs": 1, "n": 2})");
+  OpenAiResponseBuilder builder(completion, "c", "m", 0);
+  builder.Add(0, PromptLogprobs({"a", "b"}));
+  builder.Add(0, Delta(0, "y", v1::FINISH_REASON_LENGTH));
+  builder.Add(0, Delta(1, "z", v1::FINISH_REASON_LENGTH));
+  const Json body = Json::parse(builder.Body());
+  for (int c = 0; c < 2; ++c) {
+    const Json& prompt = body["choices"][c]["prompt_logprobs"];
+    ASSERT_EQ(prompt.size(), 2u);
+    EXPECT_TRUE(prompt[0].is_null());
+    EXPECT_DOUBLE_EQ(prompt[1]["11"]["logprob"].get<double>(), -0.25);
+    EXPECT_EQ(prompt[1]["11"]["rank"], 1);
+    EXPECT_EQ(prompt[1]["11"]["decoded_token"], "b");
+    EXPECT_EQ(prompt[1]["99"]["decoded_token"], "alt");
+    EXPECT_EQ(body["choices"][c]["text"], c == 0 ? "y" : "z") << "no echo";
+  }
+  const OpenAiRequest chat = Chat(R"({"messages": [], "prompt_logprobs": 0})");
+  OpenAiResponseBuilder chat_builder(chat, "c", "m", 0);
+  chat_builder.Add(0, PromptLogprobs({"a", "b"}));
+  chat_builder.Add(0, Delta(0, "y", v1::FINISH_REASON_LENGTH));
+  const Json chat_body = Json::parse(chat_builder.Body());
+  ASSERT_EQ(chat_body["prompt_logprobs"].size(), 2u);
+  EXPECT_EQ(chat_body["prompt_logprobs"][1].size(), 1u) << "0 alternatives: the token only";
 }
 
 // "required" and a named function constrain the output (structured output): a list of calls

@@ -78,6 +78,29 @@ TEST(RequestProgressTest, FinishedChoicesAreNotResubmitted) {
   EXPECT_EQ(call.choices(0).generated_token_ids_size(), 2);
 }
 
+TEST(RequestProgressTest, PromptLogprobsReachTheClientExactlyOnceAcrossAMigration) {
+  ProxiedRequest request = Request(1);
+  request.sampling.set_prompt_logprobs(2);
+  RequestProgress progress(&request);
+  // Failed before sending anything: the next worker is still asked for them.
+  EXPECT_EQ(progress.WorkerRequest(RoutingDecision{}).sampling().prompt_logprobs(), 2);
+  EXPECT_TRUE(progress.WorkerRequest(RoutingDecision{}).sampling().has_prompt_logprobs());
+
+  v1::GenerateResponse first = Delta(0, {10}, "a");
+  for (int i = 0; i < 5; ++i) first.add_prompt_logprobs()->mutable_chosen()->set_token_id(i + 1);
+  progress.Apply(&first);
+  EXPECT_EQ(first.prompt_logprobs_size(), 5) << "the first ones pass through";
+  // The worker failed after them: the resubmission does not ask again...
+  EXPECT_FALSE(progress.WorkerRequest(RoutingDecision{}).sampling().has_prompt_logprobs());
+  EXPECT_EQ(progress.WorkerRequest(RoutingDecision{}).sampling().seed(), 7u);
+  // ...and a worker that sends them anyway does not reach the client twice.
+  v1::GenerateResponse again = Delta(0, {11}, "b");
+  again.add_prompt_logprobs();
+  progress.Apply(&again);
+  EXPECT_EQ(again.prompt_logprobs_size(), 0);
+  EXPECT_EQ(again.choices(0).token_ids_size(), 1);
+}
+
 TEST(RequestProgressTest, AWorkerRequestCarriesTheKvSourceItsDecisionPlanned) {
   const ProxiedRequest request = Request(1);
   RequestProgress progress(&request);

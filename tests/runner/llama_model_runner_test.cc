@@ -4,6 +4,7 @@
 // from the host KV tier gives the same bits as one that never left the device.
 #include "runner/llama_model_runner.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -148,6 +149,7 @@ TEST(LlamaModelRunnerTest, BatchingAndPreemptionKeepGreedyOutputs) {
     std::vector<int32_t> prompt(5 + 6 * i);
     for (int32_t& t : prompt) t = token(rng);
     requests.push_back(MakeRequest("r" + std::to_string(i), prompt, 24));
+    if (i % 2 == 0) requests.back().sampling.prompt_logprobs = 2;
   }
   int64_t alone_preemptions = 0;
   int64_t tight_preemptions = 0;
@@ -160,6 +162,20 @@ TEST(LlamaModelRunnerTest, BatchingAndPreemptionKeepGreedyOutputs) {
               alone[request.request_id].choices[0].tokens)
         << request.request_id;
     EXPECT_EQ(alone[request.request_id].choices[0].tokens.size(), 24u);
+    // Prompt logprobs survive batching and preemption (a preempted prefill recomputes them).
+    const auto& tight_prompt = tight[request.request_id].prompt_logprobs;
+    const auto& alone_prompt = alone[request.request_id].prompt_logprobs;
+    ASSERT_EQ(tight_prompt.has_value(), request.sampling.prompt_logprobs.has_value());
+    ASSERT_EQ(alone_prompt.has_value(), request.sampling.prompt_logprobs.has_value());
+    if (!tight_prompt.has_value()) continue;
+    ASSERT_EQ(tight_prompt->size(), request.prompt_token_ids.size());
+    ASSERT_EQ(alone_prompt->size(), request.prompt_token_ids.size());
+    for (size_t p = 1; p < tight_prompt->size(); ++p) {
+      EXPECT_EQ((*tight_prompt)[p].chosen.token_id, request.prompt_token_ids[p]);
+      EXPECT_NEAR((*tight_prompt)[p].chosen.logprob, (*alone_prompt)[p].chosen.logprob, 1e-4)
+          << request.request_id << " position " << p;
+      EXPECT_EQ((*tight_prompt)[p].top.size(), 2u);
+    }
   }
 }
 
@@ -231,6 +247,112 @@ TEST(LlamaModelRunnerTest, APrefixBroughtBackFromTheHostTierGivesBitIdenticalLog
   for (size_t i = 0; i < restored.size(); ++i) {
     EXPECT_EQ(restored[i], kept[i]) << "logprob " << i << " differs in its bits";
   }
+}
+
+// The log-softmax of every prompt position, from one full forward of the whole prompt with the
+// logits of every position (the offline reference): row i scores prompt token i + 1.
+std::vector<std::vector<double>> FullForwardLogSoftmax(const std::vector<int32_t>& prompt,
+                                                       int32_t block_size) {
+  const int32_t length = static_cast<int32_t>(prompt.size());
+  const int32_t num_blocks = (length + block_size - 1) / block_size;
+  auto model = LlamaModel::Create(TinyWeights().get(),
+                                  {.max_num_tokens = length,
+                                   .max_num_seqs = 1,
+                                   .max_context_len = num_blocks * block_size,
+                                   .max_logit_rows = length},
+                                  block_size);
+  KVSERVE_EXPECT_OK(model);
+  auto pool = KvPool::Create((*model)->kv_layout(), num_blocks + 1, TinyWeights()->backend());
+  KVSERVE_EXPECT_OK(pool);
+  std::vector<int32_t> table(num_blocks);
+  for (int32_t j = 0; j < num_blocks; ++j) table[j] = j + 1;
+  ForwardBatchBuilder builder(block_size, num_blocks, length, 1);
+  KVSERVE_EXPECT_OK(builder.AddSequence(prompt, 0, table, LogitsFor::kAll));
+  auto logits = (*model)->Forward(builder.View(), **pool);
+  KVSERVE_EXPECT_OK(logits);
+  const int32_t vocab = TinyWeights()->config().vocab_size;
+  std::vector<std::vector<double>> rows(length);
+  for (int32_t p = 0; p < length; ++p) {
+    const float* row = logits->data() + static_cast<size_t>(p) * vocab;
+    double max_logit = row[0];
+    for (int32_t v = 1; v < vocab; ++v) max_logit = std::max<double>(max_logit, row[v]);
+    double sum = 0;
+    for (int32_t v = 0; v < vocab; ++v) sum += std::exp(row[v] - max_logit);
+    rows[p].resize(vocab);
+    for (int32_t v = 0; v < vocab; ++v) rows[p][v] = row[v] - max_logit - std::log(sum);
+  }
+  return rows;
+}
+
+// `got` (an engine's prompt logprobs) against the full forward: one entry per prompt token, the
+// first unscored, each later token's logprob and rank, and its top-k most likely first.
+void ExpectPromptLogprobsOf(const std::vector<int32_t>& prompt,
+                            const std::vector<PositionLogprobsOutput>& got, size_t top_k,
+                            const std::vector<std::vector<double>>& want) {
+  ASSERT_EQ(got.size(), prompt.size());
+  EXPECT_EQ(got[0].chosen.token_id, prompt[0]);
+  EXPECT_EQ(got[0].chosen.rank, 0);
+  EXPECT_TRUE(got[0].top.empty());
+  for (size_t i = 1; i < prompt.size(); ++i) {
+    const std::vector<double>& row = want[i - 1];
+    EXPECT_EQ(got[i].chosen.token_id, prompt[i]) << "position " << i;
+    EXPECT_NEAR(got[i].chosen.logprob, row[prompt[i]], 1e-4) << "position " << i;
+    int32_t rank = 1;
+    for (size_t v = 0; v < row.size(); ++v) rank += row[v] > row[prompt[i]] + 1e-6;
+    EXPECT_NEAR(got[i].chosen.rank, rank, 1) << "position " << i;  // ties within float noise
+    ASSERT_EQ(got[i].top.size(), top_k) << "position " << i;
+    for (size_t k = 0; k < top_k; ++k) {
+      EXPECT_NEAR(got[i].top[k].logprob, row[got[i].top[k].token_id], 1e-4);
+      EXPECT_EQ(got[i].top[k].rank, static_cast<int32_t>(k) + 1);
+      if (k > 0) {
+        EXPECT_LE(got[i].top[k].logprob, got[i].top[k - 1].logprob);
+      }
+    }
+    if (top_k > 0) {
+      EXPECT_NEAR(got[i].top[0].logprob, *std::max_element(row.begin(), row.end()), 1e-4);
+    }
+  }
+}
+
+// Prompt logprobs come from the prefill the request runs anyway, in chunks of 16 tokens (the
+// step budget) and 4 logit rows at a time (max_num_seqs), and equal a full forward of the
+// prompt; a second request whose prompt is in the prefix cache computes them again (a cached
+// prefix has no logits), and its blocks still serve a request that does not want them.
+TEST(LlamaModelRunnerTest, PromptLogprobsEqualAFullForwardAlsoChunkedAndWhenCached) {
+  std::mt19937 rng(91);
+  std::uniform_int_distribution<int32_t> token(0, 255);
+  std::vector<int32_t> prompt(45);  // 5 full blocks of 8 and 5 tokens; 3 chunks of 16
+  for (int32_t& t : prompt) t = token(rng);
+  std::vector<EngineRequest> requests;
+  requests.push_back(MakeRequest("first", prompt, 3));
+  requests.push_back(MakeRequest("cached", prompt, 3));
+  requests.push_back(MakeRequest("two_choices", prompt, 3));
+  requests.push_back(MakeRequest("plain", prompt, 3));
+  for (size_t i = 0; i < 3; ++i) requests[i].sampling.prompt_logprobs = 3;
+  requests[2].n = 2;
+  requests[2].sampling.prompt_logprobs = 0;
+
+  EngineOptions options;
+  options.block_size = 8;
+  options.num_kv_blocks = 64;
+  options.max_num_seqs = 4;
+  options.max_num_batched_tokens = 16;
+  EngineStats stats;
+  auto results = RunInTurn(options, requests, &stats);
+
+  const auto want = FullForwardLogSoftmax(prompt, options.block_size);
+  for (const char* id : {"first", "cached"}) {
+    SCOPED_TRACE(id);
+    ASSERT_TRUE(results[id].prompt_logprobs.has_value());
+    ExpectPromptLogprobsOf(prompt, *results[id].prompt_logprobs, 3, want);
+    EXPECT_EQ(results[id].usage->cached_prompt_tokens, 0);
+    EXPECT_EQ(results[id].choices[0].tokens, results["plain"].choices[0].tokens);
+  }
+  ASSERT_TRUE(results["two_choices"].prompt_logprobs.has_value());
+  ExpectPromptLogprobsOf(prompt, *results["two_choices"].prompt_logprobs, 0, want);
+  EXPECT_EQ(results["two_choices"].choices.size(), 2u);
+  EXPECT_FALSE(results["plain"].prompt_logprobs.has_value());
+  EXPECT_EQ(results["plain"].usage->cached_prompt_tokens, 40) << "the blocks were still cached";
 }
 
 // A CPU backend whose beside-the-stream copies land only when joined (or synchronised): the

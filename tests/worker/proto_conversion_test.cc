@@ -79,6 +79,28 @@ TEST(ToProto, EngineOutputMapsEveryField) {
   EXPECT_EQ(response.usage().cached_prompt_tokens(), 4);
 }
 
+TEST(ToProto, PromptLogprobsMapOneEntryPerPromptToken) {
+  EngineOutput output;
+  output.prompt_logprobs.emplace(2);
+  (*output.prompt_logprobs)[0].chosen = {.token_id = 4, .token_bytes = "a"};
+  (*output.prompt_logprobs)[1].chosen = {
+      .token_id = 5, .token_bytes = "b", .logprob = -1.5f, .rank = 3};
+  (*output.prompt_logprobs)[1].top.push_back(
+      {.token_id = 9, .token_bytes = "z", .logprob = -0.5f, .rank = 1});
+  v1::GenerateResponse response;
+  ToProto(output, "r", &response);
+  ASSERT_EQ(response.prompt_logprobs_size(), 2);
+  EXPECT_EQ(response.prompt_logprobs(0).chosen().token_id(), 4);
+  EXPECT_EQ(response.prompt_logprobs(0).chosen().rank(), 0);
+  EXPECT_EQ(response.prompt_logprobs(1).chosen().logprob(), -1.5f);
+  EXPECT_EQ(response.prompt_logprobs(1).chosen().rank(), 3);
+  EXPECT_EQ(response.prompt_logprobs(1).top(0).token_bytes(), "z");
+  v1::SamplingParams sampling;
+  sampling.set_prompt_logprobs(0);
+  EXPECT_EQ(ResolveSampling(sampling, Limits()).prompt_logprobs, 0);
+  EXPECT_FALSE(ResolveSampling(v1::SamplingParams(), Limits()).prompt_logprobs.has_value());
+}
+
 TEST(ToProto, OutputWithoutUsageHasNone) {
   v1::GenerateResponse response;
   ToProto(EngineOutput(), "r", &response);
