@@ -7,7 +7,8 @@
 // max_header_bytes (431), and timeouts: header_timeout for receiving a request's header (a
 // slow sender is cut off; 408), idle_timeout for a keep-alive connection to start its next
 // request, for the body, and for the client to take each write. Malformed requests get 400
-// and the connection is closed. Pipelined requests are served in order.
+// and the connection is closed. Pipelined requests are served in order. A HEAD request's
+// response carries the headers (and Content-Length) of the handler's response, never its body.
 //
 // The handler gets each request with an HttpExchange, through which it answers, now or later
 // and from any thread: one plain response, or a chunked stream (Server-Sent Events). While a
