@@ -43,6 +43,15 @@ absl::StatusOr<CallContext> ContextOf(const HttpRequest& request) {
   return call;
 }
 
+// 405 for a route asked with a method it does not take.
+void MethodNotAllowed(absl::string_view path, absl::string_view method, HttpExchange& exchange) {
+  HttpError error;
+  error.http_status = 405;
+  error.type = "invalid_request_error";
+  error.message = absl::StrCat(path, " takes ", method);
+  exchange.Respond(405, kJson, ErrorJson(error));
+}
+
 }  // namespace
 
 void RespondError(HttpExchange& exchange, const absl::Status& status,
@@ -68,9 +77,11 @@ absl::StatusOr<OpenAiMappingOptions> OpenAiFrontEnd::MappingOptions(const CallCo
 
 void OpenAiFrontEnd::Handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) {
   const std::string& path = request.path;
+  // A GET route answers HEAD too (the server sends the headers only).
+  const bool get_method = request.method == "GET" || request.method == "HEAD";
   if (path == "/health") {
-    if (request.method != "GET") {
-      RespondError(*exchange, absl::InvalidArgumentError("method: /health takes GET"));
+    if (!get_method) {
+      MethodNotAllowed(path, "GET", *exchange);
       return;
     }
     const bool serving = backend_->Serving();
@@ -88,12 +99,8 @@ void OpenAiFrontEnd::Handle(HttpRequest request, std::shared_ptr<HttpExchange> e
     exchange->Respond(404, kJson, ErrorJson(error));
     return;
   }
-  if (request.method != (post_route ? "POST" : "GET")) {
-    HttpError error;
-    error.http_status = 405;
-    error.type = "invalid_request_error";
-    error.message = absl::StrCat(path, " takes ", post_route ? "POST" : "GET");
-    exchange->Respond(405, kJson, ErrorJson(error));
+  if (post_route ? request.method != "POST" : !get_method) {
+    MethodNotAllowed(path, post_route ? "POST" : "GET", *exchange);
     return;
   }
   absl::StatusOr<CallContext> call = ContextOf(request);
