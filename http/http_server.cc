@@ -80,11 +80,13 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   net::any_io_executor executor() { return stream_.get_executor(); }
 
   // Response side (on the strand, through HttpExchange).
-  void Respond(int status, absl::string_view content_type, std::string body) {
+  void Respond(int status, absl::string_view content_type, std::string body,
+               const HttpHeaders& headers = {}) {
     if (closed_ || response_started_ || !in_exchange_) return;
     response_started_ = true;
     response_complete_ = true;
     std::string bytes = StatusLine(status, content_type);
+    for (const auto& [name, value] : headers) absl::StrAppend(&bytes, name, ": ", value, "\r\n");
     absl::StrAppend(&bytes, "Content-Length: ", body.size(), "\r\n\r\n");
     if (!head_) bytes += body;  // HEAD: the length GET would send, no body
     Record(status);
@@ -404,10 +406,11 @@ void HttpExchange::RunAfter(absl::Duration delay, std::function<void()> fn) {
   });
 }
 
-void HttpExchange::Respond(int status, absl::string_view content_type, std::string body) {
-  Post([connection = connection_, status, type = std::string(content_type),
-        body = std::move(body)]() mutable {
-    if (auto c = connection.lock()) c->Respond(status, type, std::move(body));
+void HttpExchange::Respond(int status, absl::string_view content_type, std::string body,
+                           HttpHeaders headers) {
+  Post([connection = connection_, status, type = std::string(content_type), body = std::move(body),
+        headers = std::move(headers)]() mutable {
+    if (auto c = connection.lock()) c->Respond(status, type, std::move(body), headers);
   });
 }
 

@@ -57,6 +57,9 @@ struct HttpRequest {
   absl::string_view Header(absl::string_view name) const;
 };
 
+// Header fields of a response beyond those the server writes itself.
+using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
+
 class HttpConnection;
 struct HttpServerLife;
 
@@ -67,7 +70,9 @@ class HttpExchange {
  public:
   HttpExchange(std::weak_ptr<HttpConnection> connection, std::shared_ptr<HttpServerLife> life);
 
-  void Respond(int status, absl::string_view content_type, std::string body);
+  // `headers`: more header fields, e.g. {{"Allow", "GET, HEAD"}} with a 405.
+  void Respond(int status, absl::string_view content_type, std::string body,
+               HttpHeaders headers = {});
   // Status line and headers of a chunked response (e.g. "text/event-stream").
   void StartStream(int status, absl::string_view content_type);
   void WriteChunk(std::string data);

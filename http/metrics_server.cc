@@ -85,7 +85,8 @@ void MetricsServer::Handle(const HttpRequest& request, HttpExchange& exchange) c
     return;
   }
   if (request.method != "GET" && request.method != "HEAD") {
-    exchange.Respond(405, kText, absl::StrCat(request.path, " takes GET or HEAD\n"));
+    exchange.Respond(405, kText, absl::StrCat(request.path, " takes GET or HEAD\n"),
+                     {{"Allow", "GET, HEAD"}});
     return;
   }
   if (metrics) {

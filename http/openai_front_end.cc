@@ -43,13 +43,13 @@ absl::StatusOr<CallContext> ContextOf(const HttpRequest& request) {
   return call;
 }
 
-// 405 for a route asked with a method it does not take.
-void MethodNotAllowed(absl::string_view path, absl::string_view method, HttpExchange& exchange) {
+// 405 for a route asked with a method it does not take; Allow lists those it takes.
+void MethodNotAllowed(absl::string_view path, bool post_route, HttpExchange& exchange) {
   HttpError error;
   error.http_status = 405;
   error.type = "invalid_request_error";
-  error.message = absl::StrCat(path, " takes ", method);
-  exchange.Respond(405, kJson, ErrorJson(error));
+  error.message = absl::StrCat(path, " takes ", post_route ? "POST" : "GET");
+  exchange.Respond(405, kJson, ErrorJson(error), {{"Allow", post_route ? "POST" : "GET, HEAD"}});
 }
 
 }  // namespace
@@ -81,7 +81,7 @@ void OpenAiFrontEnd::Handle(HttpRequest request, std::shared_ptr<HttpExchange> e
   const bool get_method = request.method == "GET" || request.method == "HEAD";
   if (path == "/health") {
     if (!get_method) {
-      MethodNotAllowed(path, "GET", *exchange);
+      MethodNotAllowed(path, /*post_route=*/false, *exchange);
       return;
     }
     const bool serving = backend_->Serving();
@@ -100,7 +100,7 @@ void OpenAiFrontEnd::Handle(HttpRequest request, std::shared_ptr<HttpExchange> e
     return;
   }
   if (post_route ? request.method != "POST" : !get_method) {
-    MethodNotAllowed(path, post_route ? "POST" : "GET", *exchange);
+    MethodNotAllowed(path, post_route, *exchange);
     return;
   }
   absl::StatusOr<CallContext> call = ContextOf(request);

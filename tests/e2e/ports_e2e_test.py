@@ -173,8 +173,9 @@ class PortsTest(unittest.TestCase):
             raw_http(port, b"GET /health HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}{}{}")
         self.assert_alive()
 
-        answered = {(name, method, path): status_of(response)
-                    for (name, _, method, path), response in answers}
+        responses = {(name, method, path): response
+                     for (name, _, method, path), response in answers}
+        answered = {key: status_of(response) for key, response in responses.items()}
         for name in ("kvserve-worker metrics", "kvserve-router metrics"):
             for method in METHODS:
                 self.assertEqual(answered[(name, method, "/nope")], 404, (name, method))
@@ -184,6 +185,8 @@ class PortsTest(unittest.TestCase):
             self.assertEqual(answered[(name, "GET", "/health")], 200, name)
             for method in ("POST", "PUT", "DELETE", "BREW"):
                 self.assertEqual(answered[(name, method, "/metrics")], 405, (name, method))
+                self.assertIn(b"\r\nAllow: GET, HEAD\r\n",
+                              responses[(name, method, "/metrics")])
         for name in ("kvserve-worker http", "kvserve-router http"):
             self.assertEqual(answered[(name, "GET", "/nope")], 404, name)
             self.assertEqual(answered[(name, "GET", "/")], 404, name)
@@ -193,13 +196,15 @@ class PortsTest(unittest.TestCase):
                 self.assertEqual(answered[(name, method, "/health")], 405, (name, method))
                 self.assertEqual(answered[(name, method, "/v1/models")], 405, (name, method))
             self.assertEqual(answered[(name, "GET", "/v1/completions")], 405, name)
+            self.assertIn(b"\r\nAllow: POST\r\n", responses[(name, "GET", "/v1/completions")])
+            self.assertIn(b"\r\nAllow: GET, HEAD\r\n", responses[(name, "POST", "/health")])
 
         # HEAD answers headers only: a GET pipelined behind it on the same connection is read as
         # the next response, not as the HEAD's body.
         for port in (self.worker.metrics_port, self.router.metrics_port, self.worker.http_port,
                      self.router.http_port):
-            response = raw_http(port, b"HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n"
-                                      b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            response = raw_http(port, b"HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n" +
+                                request_bytes("GET", "/health"))
             parts = re.split(rb"(?=HTTP/1\.1 )", response)
             parts = [p for p in parts if p]
             self.assertEqual(len(parts), 2, response)
@@ -259,7 +264,8 @@ class PortsTest(unittest.TestCase):
         self.assert_alive()
 
     def test_5_version_is_printed_exported_and_in_model_info(self):
-        lines = set()
+        # Each binary's line (binaries linked at different commits may differ in the commit).
+        lines = {}
         for binary in (OPTIONS["worker"], OPTIONS["router"], OPTIONS["cli"],
                        OPTIONS["generate"]):
             done = subprocess.run([binary, "--version"], capture_output=True, text=True,
@@ -268,25 +274,25 @@ class PortsTest(unittest.TestCase):
             line = done.stdout.strip()
             self.assertRegex(line, "^" + VERSION_LINE.pattern + "$", binary)
             self.assertNotIn("Debug build", done.stdout + done.stderr)
-            lines.add(line)
-        self.assertEqual(len(lines), 1, lines)  # one build, one version
-        line = lines.pop()
-        version, commit = VERSION_LINE.match(line).groups()
-        self.assertEqual(version, OPTIONS["project-version"])
-        if commit != "unknown":
-            # A commit of this repository (the tree may have moved on since the build).
-            sha = commit.removesuffix("-dirty")
-            known = subprocess.run(["git", "-C", OPTIONS["source-root"], "cat-file", "-e",
-                                    sha + "^{commit}"], capture_output=True)
-            self.assertEqual(known.returncode, 0, f"{sha} is no commit of the source tree")
+            version, commit = VERSION_LINE.match(line).groups()
+            self.assertEqual(version, OPTIONS["project-version"], binary)
+            if commit != "unknown":
+                # A commit of this repository (the tree may have moved on since the build).
+                sha = commit.removesuffix("-dirty")
+                known = subprocess.run(["git", "-C", OPTIONS["source-root"], "cat-file", "-e",
+                                        sha + "^{commit}"], capture_output=True)
+                self.assertEqual(known.returncode, 0, f"{binary}: {sha} is no commit here")
+            lines[binary] = line
 
+        # A running server says what its binary's --version says.
         for server in (self.worker, self.router):
+            line = lines[server.binary]
+            version, commit = VERSION_LINE.match(line).groups()
             self.assertEqual(series(server, "kvserve_build_info"),
                              {f'{{commit="{commit}",version="{version}"}}': 1.0}, server.NAME)
             stub = lib.generation_stub(server.address)
             info = stub.GetModelInfo(lib.PB["generation_pb2"].GetModelInfoRequest(), timeout=30)
             self.assertEqual(info.server_version, line, server.NAME)
-
 
 if __name__ == "__main__":
     unittest.main(argv=UNITTEST_ARGV)

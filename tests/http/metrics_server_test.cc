@@ -96,7 +96,8 @@ TEST_F(MetricsServerTest, UnknownPathsAre404AndWrongMethods405AndTheServerLivesO
     }
   }
   for (const char* method : {"POST", "PUT", "DELETE", "OPTIONS", "BREW"}) {
-    EXPECT_THAT(Exchange(server_->port(), Request(method, "/metrics")), StartsWith("HTTP/1.1 405 "))
+    EXPECT_THAT(Exchange(server_->port(), Request(method, "/metrics")),
+                AllOf(StartsWith("HTTP/1.1 405 "), HasSubstr("\r\nAllow: GET, HEAD\r\n")))
         << method;
   }
   EXPECT_THAT(Exchange(server_->port(), Request("GET", "/metrics")), StartsWith("HTTP/1.1 200 "));
