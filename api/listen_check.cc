@@ -7,11 +7,13 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "base/status_macros.h"
 
 namespace kvserve {
 namespace {
@@ -26,6 +28,11 @@ std::string ErrnoText(int error) {
   std::string text = std::strerror(error);
   if (!text.empty()) text[0] = absl::ascii_tolower(static_cast<unsigned char>(text[0]));
   return text;
+}
+
+// The port part of "host:port".
+absl::string_view PortOf(absl::string_view address) {
+  return address.substr(address.rfind(':') + 1);
 }
 
 }  // namespace
@@ -73,11 +80,29 @@ absl::Status ListenError(absl::string_view flag, absl::string_view address,
 
 absl::Status CheckServingPorts(absl::string_view listen, absl::string_view metrics_listen,
                                int http_port) {
-  if (absl::Status s = CheckCanListen("--listen", listen); !s.ok()) return s;
-  if (absl::Status s = CheckCanListen("--metrics_listen", metrics_listen); !s.ok()) return s;
-  if (http_port < 0) return absl::OkStatus();
-  return CheckCanListen("--http_port",
-                        absl::StrCat(listen.substr(0, listen.rfind(':')), ":", http_port));
+  struct Port {
+    absl::string_view flag;
+    std::string address;
+  };
+  std::vector<Port> ports = {{"--listen", std::string(listen)},
+                             {"--metrics_listen", std::string(metrics_listen)}};
+  if (http_port >= 0) {
+    ports.push_back(
+        {"--http_port", absl::StrCat(listen.substr(0, listen.rfind(':')), ":", http_port)});
+  }
+  for (size_t i = 0; i < ports.size(); ++i) {
+    KVSERVE_RETURN_IF_ERROR(CheckCanListen(ports[i].flag, ports[i].address));
+    // Two of this process's own ports on one number: the second bind would fail once the
+    // model is loaded (port 0 is a fresh free port each time).
+    const absl::string_view number = PortOf(ports[i].address);
+    for (size_t j = 0; j < i; ++j) {
+      if (number != "0" && PortOf(ports[j].address) == number) {
+        return Refused(ports[i].flag, ports[i].address,
+                       absl::StrCat("the port of ", ports[j].flag, " too"));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace kvserve

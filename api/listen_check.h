@@ -28,8 +28,8 @@ absl::Status ListenError(absl::string_view flag, absl::string_view address,
                          absl::string_view fallback);
 
 // CheckCanListen on each port a kvserve server (worker or router) serves: --listen,
-// --metrics_listen and, when `http_port` >= 0, --http_port on the host of --listen. The first
-// failure.
+// --metrics_listen and, when `http_port` >= 0, --http_port on the host of --listen; and no two
+// of them on one port number. The first failure.
 absl::Status CheckServingPorts(absl::string_view listen, absl::string_view metrics_listen,
                                int http_port);
 

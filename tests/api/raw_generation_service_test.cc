@@ -6,6 +6,9 @@
 #include "api/raw_generation_service.h"
 
 #include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <memory>
 #include <string>
@@ -174,6 +177,33 @@ TEST(CheckCanListenTest, APortAServerListensOnIsInUse) {
   (*server)->Wait();
   server->reset();
   EXPECT_TRUE(CheckCanListen("--metrics_listen", used).ok());
+}
+
+// A port number nothing listens on now.
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+TEST(CheckServingPortsTest, TwoFlagsOnOnePortAreRefusedBeforeAnyBind) {
+  EXPECT_TRUE(CheckServingPorts("127.0.0.1:0", "127.0.0.1:0", 0).ok());
+  EXPECT_TRUE(CheckServingPorts("127.0.0.1:0", "127.0.0.1:0", -1).ok());
+  const int port = FreePort();
+  EXPECT_THAT(
+      CheckServingPorts(absl::StrCat("127.0.0.1:", port), absl::StrCat("0.0.0.0:", port), -1),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               absl::StrCat("--metrics_listen 0.0.0.0:", port, ": the port of --listen too")));
+  EXPECT_THAT(
+      CheckServingPorts("127.0.0.1:0", absl::StrCat("127.0.0.1:", port), port),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               absl::StrCat("--http_port 127.0.0.1:", port, ": the port of --metrics_listen too")));
 }
 
 TEST(CheckCanListenTest, PortZeroPassesAndBadAddressesAreNamed) {
