@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "api/listen_check.h"
 
 namespace kvserve {
 
@@ -27,9 +28,10 @@ void EnableHealthAndReflection() {
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(grpc::ServerBuilder& builder,
                                                               absl::string_view listen,
                                                               const int& bound_port) {
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || bound_port == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--listen: cannot listen on ", listen));
+    return ListenError("--listen", listen, "cannot listen");
   }
   return server;
 }

@@ -2,7 +2,7 @@
 //   kvserve_http_requests_total{endpoint, code}   responses sent, by route and HTTP status
 //   kvserve_http_open_streams                      Server-Sent-Event responses in progress
 // `endpoint` is the request path for the API's routes and "other" for anything else, so a
-// scanner cannot blow up the label set. Register it on the exposer as a Collectable.
+// scanner cannot blow up the label set. Register it on the MetricsServer.
 //
 // Thread-safety: thread-safe (prometheus-cpp metrics are).
 #ifndef KVSERVE_HTTP_HTTP_METRICS_H_

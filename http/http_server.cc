@@ -88,13 +88,15 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   net::any_io_executor executor() { return stream_.get_executor(); }
 
   // Response side (on the strand, through HttpExchange).
-  void Respond(int status, absl::string_view content_type, std::string body) {
+  void Respond(int status, absl::string_view content_type, std::string body,
+               const HttpHeaders& headers = {}) {
     if (closed_ || response_started_ || !in_exchange_) return;
     response_started_ = true;
     response_complete_ = true;
     std::string bytes = StatusLine(status, content_type);
+    for (const auto& [name, value] : headers) absl::StrAppend(&bytes, name, ": ", value, "\r\n");
     absl::StrAppend(&bytes, "Content-Length: ", body.size(), "\r\n\r\n");
-    bytes += body;
+    if (!head_) bytes += body;  // HEAD: the length GET would send, no body
     Record(status);
     Enqueue(std::move(bytes));
   }
@@ -111,7 +113,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   }
 
   void WriteChunk(std::string data) {
-    if (closed_ || !streaming_ || response_complete_ || data.empty()) return;
+    if (closed_ || !streaming_ || response_complete_ || data.empty() || head_) return;
     std::string bytes = absl::StrCat(absl::Hex(data.size()), "\r\n");
     bytes += data;
     bytes += "\r\n";
@@ -122,7 +124,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     if (closed_ || !streaming_ || response_complete_) return;
     response_complete_ = true;
     EndStreamMetric();
-    Enqueue("0\r\n\r\n");
+    Enqueue(head_ ? "" : "0\r\n\r\n");
   }
 
  private:
@@ -161,6 +163,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     reading_ = false;
     keep_alive_ = false;
     in_exchange_ = true;
+    head_ = false;
     path_ = "";
     request_id_.clear();
     if (parser_.has_value() && parser_->is_header_done()) {
@@ -240,13 +243,20 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     const tcp::endpoint remote = stream_.socket().remote_endpoint(ec);
     if (!ec) request.peer = absl::StrCat(remote.address().to_string(), ":", remote.port());
     keep_alive_ = message.keep_alive();
+    head_ = message.method() == bhttp::verb::head;
     path_ = request.path;
     response_started_ = false;
     response_complete_ = false;
     in_exchange_ = true;
     stream_.expires_never();
     exchange_ = std::make_shared<HttpExchange>(weak_from_this(), life_);
-    if (buffer_.size() == 0) Watch();  // pipelined bytes already waiting: cannot watch
+    if (buffer_.size() == 0) {
+      Watch();  // its pending read keeps the connection alive
+    } else {
+      // Pipelined bytes already wait, so there is nothing to watch: no read is pending, and the
+      // exchange holds the connection weakly. Keep it alive until the response is done.
+      pending_self_ = shared_from_this();
+    }
     (*handler_)(std::move(request), exchange_);
   }
 
@@ -310,6 +320,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   }
 
   void ResponseDone() {
+    const std::shared_ptr<HttpConnection> self = std::move(pending_self_);
     in_exchange_ = false;
     exchange_.reset();
     if (!keep_alive_) {
@@ -345,6 +356,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   }
 
   void Close() {
+    const std::shared_ptr<HttpConnection> self = std::move(pending_self_);
     if (closed_) return;
     closed_ = true;
     if (streaming_ && !response_complete_) EndStreamMetric();
@@ -369,6 +381,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::shared_ptr<HttpExchange> exchange_;
+  // This connection, while it answers a request with pipelined bytes behind it (see Dispatch).
+  std::shared_ptr<HttpConnection> pending_self_;
   std::string path_;
   std::string request_id_;  // the exchange's X-Request-Id
   std::deque<std::string> writes_;
@@ -376,6 +390,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   bool first_request_ = true;
   bool reading_ = false;
   bool keep_alive_ = true;
+  bool head_ = false;  // the request being answered is a HEAD: headers only
   bool in_exchange_ = false;
   bool response_started_ = false;
   bool response_complete_ = false;
@@ -409,10 +424,11 @@ void HttpExchange::RunAfter(absl::Duration delay, std::function<void()> fn) {
   });
 }
 
-void HttpExchange::Respond(int status, absl::string_view content_type, std::string body) {
-  Post([connection = connection_, status, type = std::string(content_type),
-        body = std::move(body)]() mutable {
-    if (auto c = connection.lock()) c->Respond(status, type, std::move(body));
+void HttpExchange::Respond(int status, absl::string_view content_type, std::string body,
+                           HttpHeaders headers) {
+  Post([connection = connection_, status, type = std::string(content_type), body = std::move(body),
+        headers = std::move(headers)]() mutable {
+    if (auto c = connection.lock()) c->Respond(status, type, std::move(body), headers);
   });
 }
 

@@ -7,7 +7,8 @@
 // max_header_bytes (431), and timeouts: header_timeout for receiving a request's header (a
 // slow sender is cut off; 408), idle_timeout for a keep-alive connection to start its next
 // request, for the body, and for the client to take each write. Malformed requests get 400
-// and the connection is closed. Pipelined requests are served in order.
+// and the connection is closed. Pipelined requests are served in order. A HEAD request's
+// response carries the headers (and Content-Length) of the handler's response, never its body.
 //
 // The handler gets each request with an HttpExchange, through which it answers, now or later
 // and from any thread: one plain response, or a chunked stream (Server-Sent Events). While a
@@ -62,6 +63,9 @@ struct HttpRequest {
   absl::string_view Header(absl::string_view name) const;
 };
 
+// Header fields of a response beyond those the server writes itself.
+using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
+
 class HttpConnection;
 struct HttpServerLife;
 
@@ -72,7 +76,9 @@ class HttpExchange {
  public:
   HttpExchange(std::weak_ptr<HttpConnection> connection, std::shared_ptr<HttpServerLife> life);
 
-  void Respond(int status, absl::string_view content_type, std::string body);
+  // `headers`: more header fields, e.g. {{"Allow", "GET, HEAD"}} with a 405.
+  void Respond(int status, absl::string_view content_type, std::string body,
+               HttpHeaders headers = {});
   // Status line and headers of a chunked response (e.g. "text/event-stream").
   void StartStream(int status, absl::string_view content_type);
   void WriteChunk(std::string data);

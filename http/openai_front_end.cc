@@ -45,6 +45,15 @@ absl::StatusOr<CallContext> ContextOf(const HttpRequest& request) {
   return call;
 }
 
+// 405 for a route asked with a method it does not take; Allow lists those it takes.
+void MethodNotAllowed(absl::string_view path, bool post_route, HttpExchange& exchange) {
+  HttpError error;
+  error.http_status = 405;
+  error.type = "invalid_request_error";
+  error.message = absl::StrCat(path, " takes ", post_route ? "POST" : "GET");
+  exchange.Respond(405, kJson, ErrorJson(error), {{"Allow", post_route ? "POST" : "GET, HEAD"}});
+}
+
 }  // namespace
 
 void RespondError(HttpExchange& exchange, const absl::Status& status,
@@ -70,9 +79,11 @@ absl::StatusOr<OpenAiMappingOptions> OpenAiFrontEnd::MappingOptions(const CallCo
 
 void OpenAiFrontEnd::Handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) {
   const std::string& path = request.path;
+  // A GET route answers HEAD too (the server sends the headers only).
+  const bool get_method = request.method == "GET" || request.method == "HEAD";
   if (path == "/health") {
-    if (request.method != "GET") {
-      RespondError(*exchange, absl::InvalidArgumentError("method: /health takes GET"));
+    if (!get_method) {
+      MethodNotAllowed(path, /*post_route=*/false, *exchange);
       return;
     }
     const bool serving = backend_->Serving();
@@ -91,12 +102,8 @@ void OpenAiFrontEnd::Handle(HttpRequest request, std::shared_ptr<HttpExchange> e
     exchange->Respond(404, kJson, ErrorJson(error));
     return;
   }
-  if (request.method != (post_route ? "POST" : "GET")) {
-    HttpError error;
-    error.http_status = 405;
-    error.type = "invalid_request_error";
-    error.message = absl::StrCat(path, " takes ", post_route ? "POST" : "GET");
-    exchange->Respond(405, kJson, ErrorJson(error));
+  if (post_route ? request.method != "POST" : !get_method) {
+    MethodNotAllowed(path, post_route, *exchange);
     return;
   }
   absl::StatusOr<CallContext> call = ContextOf(request);

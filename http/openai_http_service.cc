@@ -4,12 +4,13 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "api/listen_check.h"
 
 namespace kvserve {
 
 absl::StatusOr<std::unique_ptr<OpenAiHttpService>> OpenAiHttpService::Start(
     GenerationBackend* backend, absl::string_view listen, int port,
-    std::vector<std::string> model_aliases, prometheus::Exposer* exposer) {
+    std::vector<std::string> model_aliases, MetricsServer* metrics) {
   std::unique_ptr<OpenAiHttpService> service(new OpenAiHttpService());
   service->metrics_ = std::make_shared<HttpMetrics>();
   service->front_end_ = std::make_unique<OpenAiFrontEnd>(
@@ -25,10 +26,11 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpService>> OpenAiHttpService::Start(
       },
       service->metrics_.get());
   if (!started.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--http_port: ", started.status().message()));
+    return ListenError("--http_port", absl::StrCat(options.host, ":", port),
+                       started.status().message());
   }
   service->server_ = *std::move(started);
-  exposer->RegisterCollectable(service->metrics_);
+  metrics->Register(service->metrics_);
   return service;
 }
 

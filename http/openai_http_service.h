@@ -17,23 +17,23 @@
 #include "http/generation_backend.h"
 #include "http/http_metrics.h"
 #include "http/http_server.h"
+#include "http/metrics_server.h"
 #include "http/openai_front_end.h"
-#include "prometheus/exposer.h"
 
 namespace kvserve {
 
 class OpenAiHttpService {
  public:
   // Serves `backend` (borrowed; it must outlive the service) on the host part of `listen`
-  // ("host:port") at `port` (0: any free port), and registers its metrics on `exposer` (the
-  // process's /metrics; borrowed). INVALID_ARGUMENT "--http_port: ..." when the port cannot be
-  // served.
+  // ("host:port") at `port` (0: any free port), and registers its metrics on `metrics` (the
+  // process's /metrics; borrowed). INVALID_ARGUMENT "--http_port <host:port>: address already in
+  // use" (or the other reason) when the port cannot be served.
   static absl::StatusOr<std::unique_ptr<OpenAiHttpService>> Start(
       GenerationBackend* backend, absl::string_view listen, int port,
-      std::vector<std::string> model_aliases, prometheus::Exposer* exposer);
+      std::vector<std::string> model_aliases, MetricsServer* metrics);
 
   int port() const { return server_->port(); }
-  // The kvserve_http_* metrics (also on the exposer given to Start).
+  // The kvserve_http_* metrics (also on the MetricsServer given to Start).
   const std::shared_ptr<HttpMetrics>& metrics() const { return metrics_; }
   // Closes every connection (open streams are cancelled). Idempotent.
   void Stop() { server_->Stop(); }

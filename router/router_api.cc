@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "api/prompt_conversion.h"
+#include "base/build_info.h"
 #include "base/status_macros.h"
 #include "router/request_log.h"
 
@@ -121,7 +122,9 @@ absl::StatusOr<v1::ModelInfo> RouterApi::GetModelInfo(
     const v1::GetModelInfoRequest& request) const {
   KVSERVE_ASSIGN_OR_RETURN(ServingLimits limits, Limits());
   KVSERVE_RETURN_IF_ERROR(ValidateModelName(request.model(), limits));
-  return *registry_->model_info();
+  v1::ModelInfo info = *registry_->model_info();
+  info.set_server_version(KvserveVersionString());
+  return info;
 }
 
 }  // namespace kvserve

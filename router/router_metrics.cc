@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
 
 namespace kvserve {
 namespace {
@@ -26,6 +27,12 @@ constexpr std::pair<const char*, const char*> kWorkerGauges[] = {
      "Unix time of the worker's last status message applied to the index (0: none); "
      "time() minus this is the index's lag"},
 };
+
+// The reasons of kvserve_router_requests_rejected_total (RecordRejection's callers, and
+// RefusalLabel of router/admission_queue.h), exported at 0 from the start.
+constexpr const char* kRejectionReasons[] = {
+    "queue_full",       "never_fits", "no_worker", "shutting_down",        "unauthenticated",
+    "invalid_argument", "deadline",   "cancelled", "migrations_exhausted", "worker_error"};
 
 // The states of kvserve_router_worker_index_state, in the order of WorkerGauges::index_states.
 constexpr const char* kIndexStates[] = {"exact", "resyncing", "stale"};
@@ -53,6 +60,11 @@ RouterMetrics::RouterMetrics() : registry_(std::make_shared<prometheus::Registry
                    .Name("kvserve_router_requests_finished_total")
                    .Help("Generate calls that ended, by gRPC status code")
                    .Register(r);
+  // Every known label value present at 0 from the start, so rate() and alerts work at once.
+  for (const char* reason : kRejectionReasons) rejected_->Add({{"reason", reason}});
+  for (int code = 0; code <= static_cast<int>(absl::StatusCode::kUnauthenticated); ++code) {
+    finished_->Add({{"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(code))}});
+  }
   queue_depth_ = &prometheus::BuildGauge()
                       .Name("kvserve_router_queue_depth")
                       .Help("Requests waiting in the admission queue")
@@ -126,6 +138,7 @@ RouterMetrics::WorkerGauges& RouterMetrics::GaugesFor(const std::string& worker_
   for (prometheus::Family<prometheus::Gauge>* family : worker_families_) {
     gauges.push_back(&family->Add({{"worker", worker_id}}));
   }
+  routed_->Add({{"worker", worker_id}});  // its dispatch counter at 0 from the worker's arrival
   WorkerGauges added{gauges[0], gauges[1], gauges[2], gauges[3], gauges[4],  gauges[5],
                      gauges[6], gauges[7], gauges[8], gauges[9], gauges[10], {}};
   for (const char* state : kIndexStates) {

@@ -6,7 +6,7 @@
 // worker's), and how much the worker delivered (the prompt tokens it reported cached), with the
 // state of the index per worker (exact / resyncing / stale) and when it was last updated; and the
 // KV block transfers planned (dispatches sent with a KvSource, and the blocks they should move).
-// Served by prometheus::Exposer through registry().
+// Served by the MetricsServer (http/metrics_server.h) through registry().
 //
 // Thread-safety: thread-safe (prometheus-cpp metrics are; `mu_` guards the per-worker gauges).
 #ifndef KVSERVE_ROUTER_ROUTER_METRICS_H_

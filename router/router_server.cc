@@ -8,9 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/grpc_server.h"
+#include "api/listen_check.h"
 #include "api/serving_fingerprint.h"
 #include "base/status_macros.h"
-#include "http/metrics_exposer.h"
+#include "http/metrics_server.h"
 
 namespace kvserve {
 namespace {
@@ -41,6 +42,9 @@ std::string DefaultRouterId() {
 
 absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
     const RouterServerOptions& options) {
+  // A port in use fails now, not after the tokenizer loaded.
+  KVSERVE_RETURN_IF_ERROR(
+      CheckServingPorts(options.listen, options.metrics_listen, options.http_port));
   std::unique_ptr<RouterServer> server(new RouterServer());
   KVSERVE_ASSIGN_OR_RETURN(RouterTlsMaterial tls, LoadRouterTls(options));
   if (!options.auth_tokens_file.empty()) {
@@ -55,6 +59,8 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
   server->renderer_ = std::move(renderer);
 
   server->metrics_ = std::make_unique<RouterMetrics>();
+  KVSERVE_ASSIGN_OR_RETURN(server->metrics_server_, MetricsServer::Start(options.metrics_listen));
+  server->metrics_server_->Register(server->metrics_->registry());
   KVSERVE_ASSIGN_OR_RETURN(std::unique_ptr<ClusterBooks> books, ClusterBooks::Create(options.core));
   server->books_ = std::move(books);
   server->queue_ = std::make_unique<AdmissionQueue>(server->books_.get(), options.core.admission);
@@ -102,9 +108,6 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
   // "" and the services' own names, so probes can ask for any.
   server->server_->GetHealthCheckService()->SetServingStatus("kvserve.v1.Generation", true);
   server->server_->GetHealthCheckService()->SetServingStatus("kvserve.v1.RouterAdmin", true);
-  KVSERVE_ASSIGN_OR_RETURN(
-      server->exposer_, StartMetricsExposer(options.metrics_listen, server->metrics_->registry()));
-  server->metrics_port_ = ExposerPort(*server->exposer_);
   if (options.http_port >= 0) {
     KVSERVE_RETURN_IF_ERROR(server->StartHttp(options));
   }
@@ -115,7 +118,7 @@ absl::Status RouterServer::StartHttp(const RouterServerOptions& options) {
   http_backend_ = std::make_unique<RouterHttpBackend>(api_.get(), proxy_.get());
   KVSERVE_ASSIGN_OR_RETURN(
       http_, OpenAiHttpService::Start(http_backend_.get(), options.listen, options.http_port,
-                                      options.http_model_aliases, exposer_.get()));
+                                      options.http_model_aliases, metrics_server_.get()));
   return absl::OkStatus();
 }
 
@@ -138,7 +141,7 @@ void RouterServer::Drain(absl::Duration timeout) {
 
 RouterServer::~RouterServer() {
   if (server_ != nullptr) Drain(absl::ZeroDuration());
-  exposer_.reset();
+  if (metrics_server_ != nullptr) metrics_server_->Stop();
   if (registry_ != nullptr) registry_->Stop();
 }
 

@@ -20,8 +20,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "http/metrics_server.h"
 #include "http/openai_http_service.h"
-#include "prometheus/exposer.h"
 #include "router/admission_queue.h"
 #include "router/cluster_books.h"
 #include "router/generate_proxy.h"
@@ -47,7 +47,7 @@ class RouterServer {
   RouterServer& operator=(const RouterServer&) = delete;
 
   int grpc_port() const { return grpc_port_; }
-  int metrics_port() const { return metrics_port_; }
+  int metrics_port() const { return metrics_server_->port(); }
   // The OpenAI-compatible HTTP port; -1 when --http_port is off.
   int http_port() const { return http_ != nullptr ? http_->port() : -1; }
   ClusterBooks& books() { return *books_; }
@@ -70,11 +70,10 @@ class RouterServer {
   std::unique_ptr<RouterService> service_;
   std::unique_ptr<RouterAdminService> admin_service_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<MetricsServer> metrics_server_;
   std::unique_ptr<RouterHttpBackend> http_backend_;
   std::unique_ptr<OpenAiHttpService> http_;  // after its backend: stopped and destroyed first
   int grpc_port_ = 0;
-  int metrics_port_ = 0;
   bool drained_ = false;
 };
 

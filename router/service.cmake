@@ -21,8 +21,7 @@ add_library(kvserve_router STATIC
 target_include_directories(kvserve_router PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(kvserve_router
   PUBLIC kvserve_api kvserve_http kvserve_router_core kvserve_proto kvserve_tokenizer kvserve_log
-         gRPC::grpc++
-         gRPC::grpc++_reflection prometheus-cpp::core prometheus-cpp::pull
+         gRPC::grpc++ gRPC::grpc++_reflection prometheus-cpp::core
          absl::flat_hash_map absl::flat_hash_set absl::random_random absl::status
          absl::statusor absl::strings absl::synchronization absl::time
   PRIVATE kvserve_warnings)

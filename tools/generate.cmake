@@ -2,7 +2,7 @@
 add_executable(kvserve-generate ${CMAKE_CURRENT_LIST_DIR}/generate_main.cc)
 target_link_libraries(kvserve-generate PRIVATE kvserve_runner kvserve_model kvserve_tokenizer
                       absl::flags absl::flags_parse absl::flags_usage absl::flags_config absl::strings
-                      nlohmann_json::nlohmann_json kvserve_warnings)
+                      nlohmann_json::nlohmann_json kvserve_build_info kvserve_warnings)
 
 # Smoke test: the binary on the default model, greedy, a short prompt. Passes when it exits 0
 # having streamed the prompt, the greedy continuation (" Paris", as the float64 reference in

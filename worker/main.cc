@@ -31,6 +31,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "api/listen_check.h"
 #include "api/program_usage.h"
 #include "base/log.h"
 #include "base/log_flags.h"
@@ -365,6 +366,12 @@ int Run() {
   if (!flags.ok()) return Fail(flags.status());
   if (flags->tp.rank > 0) return RunFollower(flags->tp, flags->runner) ? 0 : 1;
 
+  // A port in use fails now, not after the model loaded.
+  if (absl::Status s = CheckServingPorts(flags->worker.listen, flags->worker.metrics_listen,
+                                         flags->worker.http_port);
+      !s.ok()) {
+    return Fail(s);
+  }
   const sigset_t signals = BlockStopSignals();
   // A group: start the followers (before any thread but the store's) and join them.
   absl::StatusOr<std::unique_ptr<TpGroup>> group = TpGroup::Start(flags->tp, flags->runner, g_args);

@@ -138,8 +138,18 @@ WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry
   tp_allreduce_ = AddHistogram(
       r, "kvserve_tp_allreduce_seconds",
       "Tensor-parallel leader: all-reduce time of one step (the sum over its calls).", tp_buckets);
+  // Every known label value present at 0 from the start, so rate() and alerts work at once.
   for (const char* reason : {"stop", "stop_string", "length", "abort", "cancelled"}) {
-    FinishedCounter(reason);  // every reason present from the start, so rate() works at once
+    FinishedCounter(reason);
+  }
+  for (absl::StatusCode code :
+       {absl::StatusCode::kInvalidArgument, absl::StatusCode::kResourceExhausted,
+        absl::StatusCode::kUnavailable, absl::StatusCode::kNotFound,
+        absl::StatusCode::kAlreadyExists, absl::StatusCode::kDeadlineExceeded}) {
+    RejectedCounter(code);
+  }
+  for (const char* result : {"complete", "partial", "failed"}) {
+    kv_fetches_->Add({{"result", result}});
   }
 }
 
@@ -170,9 +180,10 @@ void WorkerMetrics::ApplyCapacity(const EngineStats& stats) const {
   draining_->Set(stats.draining ? 1 : 0);
 }
 
-void WorkerMetrics::RecordRejected(absl::StatusCode code) {
-  requests_rejected_->Add({{"code", absl::AsciiStrToLower(absl::StatusCodeToString(code))}})
-      .Increment();
+void WorkerMetrics::RecordRejected(absl::StatusCode code) { RejectedCounter(code).Increment(); }
+
+prometheus::Counter& WorkerMetrics::RejectedCounter(absl::StatusCode code) {
+  return requests_rejected_->Add({{"code", absl::AsciiStrToLower(absl::StatusCodeToString(code))}});
 }
 
 prometheus::Counter& WorkerMetrics::FinishedCounter(absl::string_view reason) {

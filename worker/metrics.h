@@ -5,12 +5,12 @@
 // source, so the gauges are never stale. The service layer adds the requests it refuses before
 // they reach the engine (RecordRejected).
 //
-// Serve it with prometheus::Exposer::RegisterCollectable(metrics); Serialize() renders the text
-// exposition format (what /metrics returns) for tests and tools.
+// Serve it with MetricsServer::Register(metrics) (http/metrics_server.h); Serialize() renders the
+// text exposition format (what /metrics returns) for tests and tools.
 //
-// Thread-safety: observer callbacks come from the engine thread, Collect from the exposer's
-// threads, RecordRejected from gRPC threads; prometheus-cpp metrics are thread-safe and the stats
-// source is guarded by mu_.
+// Thread-safety: observer callbacks come from the engine thread, Collect from the metrics
+// server's thread, RecordRejected from gRPC threads; prometheus-cpp metrics are thread-safe and the
+// stats source is guarded by mu_.
 #ifndef KVSERVE_WORKER_METRICS_H_
 #define KVSERVE_WORKER_METRICS_H_
 
@@ -90,6 +90,7 @@ class WorkerMetrics : public EngineObserver, public prometheus::Collectable {
   // The --step_log file (engine thread only once the engine runs); null when off.
   std::FILE* step_log_ = nullptr;
   prometheus::Counter& FinishedCounter(absl::string_view reason);
+  prometheus::Counter& RejectedCounter(absl::StatusCode code);
   void ApplyCapacity(const EngineStats& stats) const;  // the gauges are pointers: const is fine
 
   std::shared_ptr<prometheus::Registry> registry_;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/prompt_conversion.h"
 #include "api/serving_fingerprint.h"
+#include "base/build_info.h"
 #include "base/status_macros.h"
 #include "grammar/vocabulary.h"
 #include "tokenizer/tool_call_parser.h"
@@ -91,6 +92,7 @@ ServingContext::ServingContext(Engine* engine, const Tokenizer* tokenizer,
   }
   *model_info_.mutable_limits() = ToProtoLimits(limits_);
   model_info_.set_tensor_parallel_size(tensor_parallel_size);
+  model_info_.set_server_version(KvserveVersionString());
   *model_info_.mutable_fingerprint() = ServingFingerprintOf(tokenizer, options.block_size);
 
   absl::MutexLock lock(&identity_mu_);

@@ -9,7 +9,7 @@
 #include "api/grpc_server.h"
 #include "base/log.h"
 #include "base/status_macros.h"
-#include "http/metrics_exposer.h"
+#include "http/metrics_server.h"
 #include "tokenizer/chat_template.h"
 
 namespace kvserve {
@@ -89,6 +89,8 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   }
   server->tokenizer_ = std::move(tokenizer);
   server->metrics_ = std::make_shared<WorkerMetrics>();
+  KVSERVE_ASSIGN_OR_RETURN(server->metrics_server_, MetricsServer::Start(options.metrics_listen));
+  server->metrics_server_->Register(server->metrics_);
   if (!options.step_log.empty()) {
     KVSERVE_RETURN_IF_ERROR(server->metrics_->OpenStepLog(options.step_log));
   }
@@ -142,9 +144,6 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
       options.worker_id.empty() ? WithPort(options.listen, server->grpc_port_) : options.worker_id;
   server->context_->SetWorkerId(server->worker_id_);
 
-  KVSERVE_ASSIGN_OR_RETURN(server->exposer_,
-                           StartMetricsExposer(options.metrics_listen, server->metrics_));
-  server->metrics_port_ = ExposerPort(*server->exposer_);
   if (options.http_port >= 0) {
     KVSERVE_RETURN_IF_ERROR(server->StartHttp(options));
   }
@@ -156,7 +155,7 @@ absl::Status WorkerServer::StartHttp(const WorkerOptions& options) {
       context_.get(), [this] { return serving(); }, options.http_api_key);
   KVSERVE_ASSIGN_OR_RETURN(
       http_, OpenAiHttpService::Start(http_backend_.get(), options.listen, options.http_port,
-                                      options.http_model_aliases, exposer_.get()));
+                                      options.http_model_aliases, metrics_server_.get()));
   return absl::OkStatus();
 }
 
@@ -206,7 +205,7 @@ bool WorkerServer::Drain(absl::Duration timeout) {
 
 WorkerServer::~WorkerServer() {
   if (server_ != nullptr) Drain(absl::ZeroDuration());
-  exposer_.reset();  // civetweb's stop takes about 2 s (its threads poll with a timeout)
+  if (metrics_server_ != nullptr) metrics_server_->Stop();
 }
 
 int32_t WorkerServer::num_kv_blocks() const { return engine_->num_kv_blocks(); }

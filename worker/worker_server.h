@@ -1,6 +1,6 @@
 // WorkerServer: one running kvserve worker, wired together: the engine (with WorkerMetrics as
 // its observer), the ServingContext, the Generation and Worker gRPC services, grpc.health.v1
-// and server reflection on the gRPC port, and the Prometheus exposer on the metrics port.
+// and server reflection on the gRPC port, and /metrics on the metrics port (http/metrics_server.h).
 // main() and the in-process service tests build it the same way; only the ModelRunner differs.
 //
 // With --http_port, the OpenAI-compatible HTTP API (http/openai_front_end.h) is served on the
@@ -31,9 +31,9 @@
 #include "absl/time/time.h"
 #include "engine/engine.h"
 #include "engine/model_runner.h"
+#include "http/metrics_server.h"
 #include "http/openai_http_service.h"
 #include "model/model_config.h"
-#include "prometheus/exposer.h"
 #include "tokenizer/tokenizer.h"
 #include "worker/generation_service.h"
 #include "worker/http_backend.h"
@@ -49,7 +49,7 @@ class WorkerServer {
  public:
   // Builds and starts everything. `tokenizer` may be null (token-id input only); with
   // --chat_template its chat template is replaced by the file's. Errors name the flag at fault
-  // (e.g. "--listen: cannot bind 1.2.3.4:80").
+  // (e.g. "--listen 127.0.0.1:50061: address already in use").
   // REQUIRES: options.Validate().ok()
   static absl::StatusOr<std::unique_ptr<WorkerServer>> Start(const WorkerOptions& options,
                                                              std::unique_ptr<ModelRunner> runner,
@@ -62,7 +62,7 @@ class WorkerServer {
   WorkerServer& operator=(const WorkerServer&) = delete;
 
   int grpc_port() const { return grpc_port_; }
-  int metrics_port() const { return metrics_port_; }
+  int metrics_port() const { return metrics_server_->port(); }
   // The OpenAI-compatible HTTP port; -1 when --http_port is off.
   int http_port() const { return http_ != nullptr ? http_->port() : -1; }
   // Ready, not draining, engine healthy: what /health and grpc.health.v1 say.
@@ -93,12 +93,11 @@ class WorkerServer {
   std::unique_ptr<GenerationService> generation_service_;
   std::unique_ptr<WorkerService> worker_service_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<MetricsServer> metrics_server_;
   std::unique_ptr<WorkerHttpBackend> http_backend_;
   std::unique_ptr<OpenAiHttpService> http_;  // stopped before the engine goes
   std::string worker_id_;
   int grpc_port_ = 0;
-  int metrics_port_ = 0;
   bool drained_ = false;
   absl::Mutex health_mu_;
   bool health_ready_ ABSL_GUARDED_BY(health_mu_) = false;  // server_ built and started

@@ -102,6 +102,7 @@ class FaultyRelay final : public v1::Worker::Service {
       : holder_(StubTo(holder)), fault_(fault), at_block_(at_block) {
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a port of its own
     builder.RegisterService(this);
     server_ = builder.BuildAndStart();
   }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gmock/gmock.h"
@@ -145,6 +146,22 @@ TEST(WorkerMetrics, TextFormatHasHelpAndTypeForEveryFamily) {
       const std::string name(line.substr(0, line.find(' ')));
       EXPECT_THAT(text, HasSubstr("# HELP " + name + " ")) << name;
     }
+  }
+}
+
+TEST(WorkerMetrics, CountersWithKnownLabelsAreAtZeroBeforeTheirFirstEvent) {
+  WorkerMetrics metrics;
+  const std::map<std::string, double> s = ParseSamples(metrics.Serialize());
+  for (const char* code : {"invalid_argument", "resource_exhausted", "unavailable", "not_found",
+                           "already_exists", "deadline_exceeded"}) {
+    const std::string series = absl::StrCat("kvserve_requests_rejected_total{code=\"", code, "\"}");
+    ASSERT_TRUE(s.contains(series)) << series;
+    EXPECT_EQ(s.at(series), 0) << series;
+  }
+  for (const char* result : {"complete", "partial", "failed"}) {
+    const std::string series = absl::StrCat("kvserve_kv_fetches_total{result=\"", result, "\"}");
+    ASSERT_TRUE(s.contains(series)) << series;
+    EXPECT_EQ(s.at(series), 0) << series;
   }
 }
 
