@@ -167,6 +167,9 @@ bool IsValidUtf8(absl::string_view text) {
 
 absl::Status ValidateModelName(absl::string_view model, const ServingLimits& limits) {
   if (model.empty() || model == limits.model_name) return absl::OkStatus();
+  for (const std::string& alias : limits.model_aliases) {
+    if (model == alias) return absl::OkStatus();
+  }
   if (!IsValidUtf8(model)) return Invalid("model", "must be valid UTF-8");
   return absl::NotFoundError(
       absl::StrCat("model: '", model, "' is not served here (serving '", limits.model_name, "')"));
@@ -176,6 +179,7 @@ ServingLimits ServingLimitsFromModelInfo(const v1::ModelInfo& info, int64_t kv_t
   const v1::GenerationLimits& proto = info.limits();
   ServingLimits limits;
   limits.model_name = info.name();
+  limits.model_aliases.assign(info.aliases().begin(), info.aliases().end());
   limits.vocab_size = info.vocab_size();
   limits.model_context_length = info.context_length();
   limits.context_length = info.pool_limited_context_length() > 0

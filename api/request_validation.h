@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -38,6 +39,7 @@ namespace kvserve {
 // What the server accepts; the `limits` part is published as ModelInfo.limits.
 struct ServingLimits {
   std::string model_name;  // ModelInfo.name; GenerateRequest.model must be empty or this
+  std::vector<std::string> model_aliases;  // ModelInfo.aliases: accepted as model_name
   int32_t vocab_size = 0;
   int32_t model_context_length = 0;  // ModelInfo.context_length: the model's window
   int32_t context_length = 0;        // prompt + output tokens of one choice at most (pool-limited)
