@@ -88,8 +88,8 @@ ServingContext::ServingContext(Engine* engine, const Tokenizer* tokenizer,
   }
   if (renderer_.chat_template() != nullptr) {
     model_info_.set_chat_template_format("jinja");
-    model_info_.set_tool_call_format(
-        std::string(ToolCallFormatName(DetectToolCallFormat(tokenizer->chat_template()))));
+    model_info_.set_tool_call_format(std::string(ToolCallFormatName(
+        ServedToolCallFormat(*renderer_.chat_template(), tokenizer->chat_template()))));
   }
   *model_info_.mutable_limits() = ToProtoLimits(limits_);
   model_info_.set_tensor_parallel_size(tensor_parallel_size);

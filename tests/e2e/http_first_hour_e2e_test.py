@@ -2,7 +2,8 @@
 official `openai` package, on the default model, served by a kvserve-worker (--http_port, no API
 key, no aliases: as README.md starts it) or, with --router=PATH, by a kvserve-router in front of
 one: README.md's Python snippet runs as written; the documented model id is the served one,
-models.retrieve answers it and 404s another.
+models.retrieve answers it and 404s another; a full tool round trip (call -> tool result ->
+answer) works on the default model, whose own chat template ignores tools.
 
   python3 http_first_hour_e2e_test.py --worker=build/worker/kvserve-worker --proto-root=proto \
       [--router=build/router/kvserve-router]
@@ -10,6 +11,7 @@ models.retrieve answers it and 404s another.
 
 import contextlib
 import io
+import json
 import os
 import re
 import sys
@@ -106,6 +108,69 @@ class ModelNameTest(unittest.TestCase):
         with self.assertRaises(openai.NotFoundError) as wrong:
             client().completions.create(model="gpt-4o", prompt="The KV cache is", max_tokens=4)
         self.assertEqual(wrong.exception.body["code"], "model_not_found")
+
+
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather of a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}
+
+
+class ToolRoundTripTest(unittest.TestCase):
+    """The default model's chat template ignores tools: they reach the model through the
+    system prompt, its calls come back as message.tool_calls, and the assistant turn of calls
+    the SDK sends back (content "" or null) renders."""
+
+    def test_call_then_tool_result_then_answer(self):
+        messages = [{"role": "user", "content": "What is the weather in Paris?"}]
+        # No max_tokens: "required" ends once the calls are written.
+        started = time.time()
+        first = client().chat.completions.create(
+            model=DOCUMENTED_MODEL, messages=messages, tools=[WEATHER_TOOL],
+            tool_choice="required", temperature=0)
+        self.assertLess(time.time() - started, 60)
+        self.assertEqual(first.choices[0].finish_reason, "tool_calls")
+        calls = first.choices[0].message.tool_calls
+        self.assertGreaterEqual(len(calls), 1)
+        self.assertLessEqual(len(calls), 1)  # one tool: one call at most
+        self.assertEqual(calls[0].function.name, "get_weather")
+        self.assertIn("city", json.loads(calls[0].function.arguments))
+        self.assertLess(first.usage.completion_tokens, 100)
+
+        results = [{"role": "tool", "tool_call_id": c.id, "content": "18 C and cloudy"}
+                   for c in calls]
+        as_dicts = [{"type": "function", "id": c.id,
+                     "function": {"name": c.function.name, "arguments": c.function.arguments}}
+                    for c in calls]
+        # The SDK's own message object, and the dicts clients write by hand.
+        for assistant in (first.choices[0].message,
+                          {"role": "assistant", "content": "", "tool_calls": as_dicts},
+                          {"role": "assistant", "content": None, "tool_calls": as_dicts}):
+            with self.subTest(assistant=assistant):
+                final = client().chat.completions.create(
+                    model=DOCUMENTED_MODEL, messages=messages + [assistant] + results,
+                    tools=[WEATHER_TOOL], max_tokens=48, temperature=0)
+                self.assertIn(final.choices[0].finish_reason, ("stop", "length", "tool_calls"))
+                message = final.choices[0].message
+                self.assertTrue(message.content or message.tool_calls, final)
+
+    def test_the_model_sees_the_tools_and_its_calls(self):
+        messages = [{"role": "user", "content": "What is the weather in Paris?"},
+                    {"role": "assistant", "content": "", "tool_calls": [
+                        {"id": "call_1", "type": "function", "function": {
+                            "name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+                    {"role": "tool", "tool_call_id": "call_1", "content": "18 C and cloudy"}]
+        status, tokenized = kvserve_e2e.http_json(
+            SERVER, "POST", "/tokenize", {"messages": messages, "tools": [WEATHER_TOOL]})
+        self.assertEqual(status, 200, tokenized)
+        status, text = kvserve_e2e.http_json(SERVER, "POST", "/detokenize",
+                                             {"tokens": tokenized["tokens"]})
+        self.assertEqual(status, 200, text)
+        prompt = text["prompt"]
+        self.assertIn('"name": "get_weather"', prompt.split("<tools>", 1)[1])
+        self.assertIn('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
+                      '</tool_call>', prompt)
+        self.assertIn("18 C and cloudy", prompt)
 
 
 if __name__ == "__main__":
