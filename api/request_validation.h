@@ -57,6 +57,11 @@ struct ServingLimits {
   int64_t kv_total_blocks = 0;  // usable blocks of the pool (null block excluded)
 };
 
+// The one rule and message for a count in a range: OK, or INVALID_ARGUMENT
+// "<path>: must be in [min, max], got <value>". The gRPC API takes 0 for max_tokens and n (the
+// default); the HTTP API, as OpenAI, starts them at 1: same rule, same words.
+absl::Status CheckCountRange(absl::string_view path, int64_t value, int64_t min, int64_t max);
+
 // The proto's limits message for ModelInfo.
 kvserve::v1::GenerationLimits ToProtoLimits(const ServingLimits& limits);
 

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "api/serving_fingerprint.h"
 #include "base/status_macros.h"
 #include "http/completion_call.h"
 #include "http/error_mapping.h"
@@ -84,6 +85,9 @@ absl::StatusOr<OpenAiMappingOptions> OpenAiFrontEnd::MappingOptions(const CallCo
   mapping.aliases.insert(mapping.aliases.end(), options_.model_aliases.begin(),
                          options_.model_aliases.end());
   mapping.default_completion_max_tokens = options_.default_completion_max_tokens;
+  mapping.system_fingerprint = SystemFingerprint(info);
+  if (info.limits().max_tokens() > 0) mapping.max_tokens = info.limits().max_tokens();
+  if (info.limits().max_n() > 0) mapping.max_n = info.limits().max_n();
   // A name this build does not know (a newer worker's): tool calls stay text.
   mapping.tool_call_format =
       ToolCallFormatFromName(info.tool_call_format()).value_or(ToolCallFormat::kNone);

@@ -18,3 +18,17 @@ printf '%s' "$out" | grep -q "prompt: 5 tokens in .* tokens/s" || exit 1
 printf '%s' "$out" | grep -q "decode: [0-9]* tokens in .* tokens/s" || exit 1
 ]=] $<TARGET_FILE:kvserve-generate>)
 set_tests_properties(kvserve_generate_cli_test PROPERTIES LABELS integration TIMEOUT 300)
+
+# --chat prints the answer only: never the rendered template or its special tokens; and the
+# threads flag is named as kvserve-worker's (--num_threads).
+add_test(NAME kvserve_generate_chat_cli_test
+         COMMAND sh -c [=[
+out=$("$0" --chat "What is the capital of France?" --max_tokens 8 --num_threads 2 2>&1); rc=$?
+printf '%s\n' "$out"
+[ "$rc" -eq 0 ] || exit 1
+answer=$(printf '%s' "$out" | sed '/\[kvserve-generate\]/,$d')
+[ -n "$(printf '%s' "$answer" | tr -d '[:space:]')" ] || exit 1
+printf '%s' "$answer" | grep -q -e "<|im_start|>" -e "<|im_end|>" -e "What is the capital" && exit 1
+exit 0
+]=] $<TARGET_FILE:kvserve-generate>)
+set_tests_properties(kvserve_generate_chat_cli_test PROPERTIES LABELS integration TIMEOUT 300)

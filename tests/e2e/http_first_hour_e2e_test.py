@@ -3,7 +3,9 @@ official `openai` package, on the default model, served by a kvserve-worker (--h
 key, no aliases: as README.md starts it) or, with --router=PATH, by a kvserve-router in front of
 one: README.md's Python snippet runs as written; the documented model id is the served one,
 models.retrieve answers it and 404s another; a full tool round trip (call -> tool result ->
-answer) works on the default model, whose own chat template ignores tools.
+answer) works on the default model, whose own chat template ignores tools; errors name the
+request's fields, one message per rule; stop_reason and system_fingerprint are as vLLM and
+OpenAI give them.
 
   python3 http_first_hour_e2e_test.py --worker=build/worker/kvserve-worker --proto-root=proto \
       [--router=build/router/kvserve-router]
@@ -171,6 +173,43 @@ class ToolRoundTripTest(unittest.TestCase):
         self.assertIn('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
                       '</tool_call>', prompt)
         self.assertIn("18 C and cloudy", prompt)
+
+
+class PapercutsTest(unittest.TestCase):
+    """Errors name the OpenAI request's fields, one rule one message; stop_reason and
+    system_fingerprint as vLLM and OpenAI give them."""
+
+    def test_errors_name_the_request_fields_with_one_message_per_rule(self):
+        messages = {}
+        for max_tokens in (0, 10 ** 6):
+            with self.assertRaises(openai.BadRequestError) as bad:
+                client().completions.create(model=DOCUMENTED_MODEL, prompt="x",
+                                            max_tokens=max_tokens)
+            self.assertEqual(bad.exception.body["param"], "max_tokens")
+            messages[max_tokens] = bad.exception.body["message"]
+        limit = client().models.retrieve(DOCUMENTED_MODEL).model_extra["max_model_len"] - 1
+        self.assertEqual(messages[0], f"max_tokens: must be in [1, {limit}], got 0")
+        self.assertEqual(messages[10 ** 6], f"max_tokens: must be in [1, {limit}], got 1000000")
+        with self.assertRaises(openai.BadRequestError) as bad:
+            client().completions.create(model=DOCUMENTED_MODEL, prompt="x", max_tokens=4,
+                                        temperature=-1)
+        self.assertTrue(bad.exception.body["message"].startswith("temperature: "),
+                        bad.exception.body)
+        self.assertNotIn("sampling.", bad.exception.body["message"])
+
+    def test_stop_reason_and_system_fingerprint(self):
+        eos = client().chat.completions.create(
+            model=DOCUMENTED_MODEL, messages=[{"role": "user", "content": "Say hi."}],
+            max_tokens=200, temperature=0)
+        self.assertEqual(eos.choices[0].finish_reason, "stop")
+        self.assertIsNone(eos.choices[0].model_extra.get("stop_reason"))
+        self.assertRegex(eos.system_fingerprint or "", r"^fp_[0-9a-f]{16}$")
+        stopped = client().completions.create(
+            model=DOCUMENTED_MODEL, prompt="1, 2, 3, 4,", max_tokens=16, temperature=0,
+            stop=[" 6"])
+        self.assertEqual(stopped.choices[0].finish_reason, "stop")
+        self.assertEqual(stopped.choices[0].model_extra.get("stop_reason"), " 6")
+        self.assertEqual(stopped.system_fingerprint, eos.system_fingerprint)
 
 
 if __name__ == "__main__":
