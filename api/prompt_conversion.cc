@@ -9,10 +9,11 @@
 namespace kvserve {
 namespace {
 
-// An assistant turn of tool calls alone has content none, as OpenAI's null.
+// Content as the client gave it, "" included; unset is none (OpenAI's null) on a turn of tool
+// calls, "" on any other.
 ChatMessage ChatMessageOf(const v1::ChatMessage& message) {
   ChatMessage out{message.role(), message.content()};
-  if (message.content().empty() && message.tool_calls_size() > 0) out.content.reset();
+  if (!message.has_content() && message.tool_calls_size() > 0) out.content.reset();
   for (const v1::ChatToolCall& call : message.tool_calls()) {
     out.tool_calls.push_back(
         {call.id(), call.name(), call.arguments().empty() ? "{}" : call.arguments()});

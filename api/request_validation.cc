@@ -167,15 +167,24 @@ bool IsValidUtf8(absl::string_view text) {
 
 absl::Status ValidateModelName(absl::string_view model, const ServingLimits& limits) {
   if (model.empty() || model == limits.model_name) return absl::OkStatus();
+  for (const std::string& alias : limits.model_aliases) {
+    if (model == alias) return absl::OkStatus();
+  }
   if (!IsValidUtf8(model)) return Invalid("model", "must be valid UTF-8");
   return absl::NotFoundError(
       absl::StrCat("model: '", model, "' is not served here (serving '", limits.model_name, "')"));
+}
+
+absl::Status CheckCountRange(absl::string_view path, int64_t value, int64_t min, int64_t max) {
+  if (value >= min && value <= max) return absl::OkStatus();
+  return Invalid(path, absl::StrCat("must be in [", min, ", ", max, "], got ", value));
 }
 
 ServingLimits ServingLimitsFromModelInfo(const v1::ModelInfo& info, int64_t kv_total_blocks) {
   const v1::GenerationLimits& proto = info.limits();
   ServingLimits limits;
   limits.model_name = info.name();
+  limits.model_aliases.assign(info.aliases().begin(), info.aliases().end());
   limits.vocab_size = info.vocab_size();
   limits.model_context_length = info.context_length();
   limits.context_length = info.pool_limited_context_length() > 0
@@ -299,11 +308,8 @@ absl::Status ValidateSamplingParams(const v1::SamplingParams& sampling, const Se
     return Invalid(Field(path, "frequency_penalty"),
                    absl::StrCat("must be in [-2, 2], got ", sampling.frequency_penalty()));
   }
-  if (sampling.max_tokens() < 0 || sampling.max_tokens() > limits.max_tokens) {
-    return Invalid(Field(path, "max_tokens"),
-                   absl::StrCat("must be in [0, ", limits.max_tokens, "] (0: default), got ",
-                                sampling.max_tokens()));
-  }
+  KVSERVE_RETURN_IF_ERROR(
+      CheckCountRange(Field(path, "max_tokens"), sampling.max_tokens(), 0, limits.max_tokens));
   if (sampling.stop_size() > limits.max_stop_strings) {
     return Invalid(Field(path, "stop"), absl::StrCat("at most ", limits.max_stop_strings,
                                                      " stop strings, got ", sampling.stop_size()));
@@ -341,10 +347,7 @@ absl::Status ValidateSamplingParams(const v1::SamplingParams& sampling, const Se
                    absl::StrCat("must be in [0, ", limits.max_logprobs, "], got ",
                                 sampling.prompt_logprobs()));
   }
-  if (sampling.n() < 0 || sampling.n() > limits.max_n) {
-    return Invalid(Field(path, "n"),
-                   absl::StrCat("must be in [1, ", limits.max_n, "] (0: 1), got ", sampling.n()));
-  }
+  KVSERVE_RETURN_IF_ERROR(CheckCountRange(Field(path, "n"), sampling.n(), 0, limits.max_n));
   if (sampling.has_structured_output()) {
     KVSERVE_RETURN_IF_ERROR(CheckStructuredOutput(sampling, Field(path, "structured_output")));
   }

@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -38,6 +39,7 @@ namespace kvserve {
 // What the server accepts; the `limits` part is published as ModelInfo.limits.
 struct ServingLimits {
   std::string model_name;  // ModelInfo.name; GenerateRequest.model must be empty or this
+  std::vector<std::string> model_aliases;  // ModelInfo.aliases: accepted as model_name
   int32_t vocab_size = 0;
   int32_t model_context_length = 0;  // ModelInfo.context_length: the model's window
   int32_t context_length = 0;        // prompt + output tokens of one choice at most (pool-limited)
@@ -54,6 +56,11 @@ struct ServingLimits {
   int32_t kv_block_size = 16;
   int64_t kv_total_blocks = 0;  // usable blocks of the pool (null block excluded)
 };
+
+// The one rule and message for a count in a range: OK, or INVALID_ARGUMENT
+// "<path>: must be in [min, max], got <value>". The gRPC API takes 0 for max_tokens and n (the
+// default); the HTTP API, as OpenAI, starts them at 1: same rule, same words.
+absl::Status CheckCountRange(absl::string_view path, int64_t value, int64_t min, int64_t max);
 
 // The proto's limits message for ModelInfo.
 kvserve::v1::GenerationLimits ToProtoLimits(const ServingLimits& limits);

@@ -100,4 +100,15 @@ std::string FingerprintMismatch(const v1::ServingFingerprint& ours,
   return mismatch;
 }
 
+std::string SystemFingerprint(const v1::ModelInfo& info) {
+  const v1::ServingFingerprint& fingerprint = info.fingerprint();
+  Digest digest;
+  for (const std::string& part : {fingerprint.tokenizer(), fingerprint.chat_template(),
+                                  fingerprint.block_hash(), info.name(), info.architecture()}) {
+    digest.Add(part);
+  }
+  digest.Add(int64_t{fingerprint.kv_block_size()});
+  return absl::StrCat("fp_", digest.Hex().substr(0, 16));
+}
+
 }  // namespace kvserve

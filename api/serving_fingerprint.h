@@ -38,6 +38,12 @@ kvserve::v1::ServingFingerprint ServingFingerprintOf(const Tokenizer* tokenizer,
 std::string FingerprintMismatch(const kvserve::v1::ServingFingerprint& ours,
                                 const kvserve::v1::ServingFingerprint& theirs);
 
+// The OpenAI responses' system_fingerprint of a server publishing `info`: "fp_" and 16 hex
+// digits of a digest of its serving fingerprint (tokenizer, chat template, block size, block
+// hash), model id and architecture. Equal between a router and its workers (the router passes
+// on a worker's ModelInfo); it changes when what decides a prompt's tokens or the model does.
+std::string SystemFingerprint(const kvserve::v1::ModelInfo& info);
+
 }  // namespace kvserve
 
 #endif  // KVSERVE_API_SERVING_FINGERPRINT_H_

@@ -80,7 +80,7 @@ def run_part_a(build, contexts, decode_tokens, repeats):
     points = []
     for c in contexts:
         cmd = [binary, "--prompt_tokens", str(c + 1), "--max_tokens", str(decode_tokens + 1),
-               "--ignore_eos", "--threads", "0"]
+               "--ignore_eos", "--num_threads", "0"]
         prefill, decode = [], []
         for _ in range(repeats):
             out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout

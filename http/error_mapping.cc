@@ -39,7 +39,12 @@ HttpError ToHttpError(const absl::Status& status, absl::string_view input_field)
   HttpError error;
   error.message = std::string(status.message());
   const std::optional<std::string> path = LeadingFieldPath(status.message());
-  if (path.has_value()) error.param = OpenAiParam(*path, input_field);
+  if (path.has_value()) {
+    error.param = OpenAiParam(*path, input_field);
+    // The message names the field as the request did: "sampling.max_tokens: ..." ->
+    // "max_tokens: ...".
+    error.message = absl::StrCat(*error.param, status.message().substr(path->size()));
+  }
   switch (status.code()) {
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kFailedPrecondition:

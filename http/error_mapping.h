@@ -14,10 +14,12 @@
 //   CANCELLED                               499 (the client is gone; nobody reads it)
 //   anything else                           500 server_error
 //
-// `message` is the status message unchanged, so HTTP and gRPC clients read the same words.
-// `param` is the field the message starts with ("sampling.top_p: ..."), written as the OpenAI
-// request names it ("top_p"; "chat.messages[1].role" -> "messages[1].role"; "input" -> the
-// endpoint's input field, "prompt" or "messages"); null when the message names no field.
+// `param` is the field the status message starts with ("sampling.top_p: ..."), written as the
+// OpenAI request names it ("top_p"; "chat.messages[1].role" -> "messages[1].role"; "input" ->
+// the endpoint's input field, "prompt" or "messages"); null when the message names no field.
+// `message` is the status message with its leading field written as `param`
+// ("top_p: must be in (0, 1], got 0"), so HTTP and gRPC clients read the same words, each
+// about the field of the request it sent.
 //
 // Thread-safety: pure functions.
 #ifndef KVSERVE_HTTP_ERROR_MAPPING_H_

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "api/serving_fingerprint.h"
 #include "base/status_macros.h"
 #include "http/completion_call.h"
 #include "http/error_mapping.h"
@@ -54,6 +55,26 @@ void MethodNotAllowed(absl::string_view path, bool post_route, HttpExchange& exc
   exchange.Respond(405, kJson, ErrorJson(error), {{"Allow", post_route ? "POST" : "GET, HEAD"}});
 }
 
+// `text` with each %XX replaced by its byte (a path segment as a client escapes it, e.g. a model
+// id with a space or a '/'); a malformed escape stays as it is.
+std::string PercentDecoded(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() &&
+        absl::ascii_isxdigit(static_cast<unsigned char>(text[i + 1])) &&
+        absl::ascii_isxdigit(static_cast<unsigned char>(text[i + 2]))) {
+      int value = 0;
+      (void)absl::SimpleHexAtoi(text.substr(i + 1, 2), &value);
+      out.push_back(static_cast<char>(value));
+      i += 2;
+    } else {
+      out.push_back(text[i]);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 void RespondError(HttpExchange& exchange, const absl::Status& status,
@@ -63,14 +84,21 @@ void RespondError(HttpExchange& exchange, const absl::Status& status,
 }
 
 OpenAiFrontEnd::OpenAiFrontEnd(GenerationBackend* backend, OpenAiFrontEndOptions options)
-    : backend_(backend), options_(std::move(options)) {}
+    : backend_(backend),
+      options_(std::move(options)),
+      created_unix_s_(absl::ToUnixSeconds(absl::Now())) {}
 
 absl::StatusOr<OpenAiMappingOptions> OpenAiFrontEnd::MappingOptions(const CallContext& call) {
   KVSERVE_ASSIGN_OR_RETURN(v1::ModelInfo info, backend_->GetModelInfo(call, ""));
   OpenAiMappingOptions mapping;
   mapping.served_model = info.name();
-  mapping.aliases = options_.model_aliases;
+  mapping.aliases.assign(info.aliases().begin(), info.aliases().end());
+  mapping.aliases.insert(mapping.aliases.end(), options_.model_aliases.begin(),
+                         options_.model_aliases.end());
   mapping.default_completion_max_tokens = options_.default_completion_max_tokens;
+  mapping.system_fingerprint = SystemFingerprint(info);
+  if (info.limits().max_tokens() > 0) mapping.max_tokens = info.limits().max_tokens();
+  if (info.limits().max_n() > 0) mapping.max_n = info.limits().max_n();
   // A name this build does not know (a newer worker's): tool calls stay text.
   mapping.tool_call_format =
       ToolCallFormatFromName(info.tool_call_format()).value_or(ToolCallFormat::kNone);
@@ -93,7 +121,10 @@ void OpenAiFrontEnd::Handle(HttpRequest request, std::shared_ptr<HttpExchange> e
   }
   const bool post_route = path == "/v1/completions" || path == "/v1/chat/completions" ||
                           path == "/tokenize" || path == "/detokenize";
-  const bool get_route = path == "/v1/models" || path == "/tokenizer_info";
+  constexpr absl::string_view kModelPrefix = "/v1/models/";
+  const bool model_route =
+      absl::StartsWith(path, kModelPrefix) && path.size() > kModelPrefix.size();
+  const bool get_route = path == "/v1/models" || path == "/tokenizer_info" || model_route;
   if (!post_route && !get_route) {
     HttpError error;
     error.http_status = 404;
@@ -116,7 +147,9 @@ void OpenAiFrontEnd::Handle(HttpRequest request, std::shared_ptr<HttpExchange> e
     return;
   }
   if (path == "/v1/models") {
-    Models(*call, *exchange);
+    Models(*call, "", *exchange);
+  } else if (model_route) {
+    Models(*call, PercentDecoded(absl::string_view(path).substr(kModelPrefix.size())), *exchange);
   } else if (path == "/tokenizer_info") {
     TokenizerInfo(*call, *exchange);
   } else if (path == "/tokenize") {
@@ -130,23 +163,27 @@ void OpenAiFrontEnd::Handle(HttpRequest request, std::shared_ptr<HttpExchange> e
   }
 }
 
-void OpenAiFrontEnd::Models(const CallContext& call, HttpExchange& exchange) {
-  absl::StatusOr<v1::ModelInfo> info = backend_->GetModelInfo(call, "");
-  if (!info.ok()) {
-    RespondError(exchange, info.status());
-    return;
-  }
+void OpenAiFrontEnd::Models(const CallContext& call, absl::string_view id, HttpExchange& exchange) {
+  absl::StatusOr<OpenAiMappingOptions> mapping = MappingOptions(call);
+  if (!mapping.ok()) return RespondError(exchange, mapping.status(), "model");
+  // An id that is neither the served name nor an alias: the backend's NOT_FOUND, as for a
+  // generation request naming it.
+  absl::StatusOr<v1::ModelInfo> info = backend_->GetModelInfo(call, ResolveModelName(id, *mapping));
+  if (!info.ok()) return RespondError(exchange, info.status(), "model");
+  auto entry = [&](const std::string& name) {
+    return Json{{"id", name},
+                {"object", "model"},
+                {"created", created_unix_s_},
+                {"owned_by", "kvserve"},
+                {"root", info->name()},
+                {"parent", nullptr},
+                {"max_model_len", info->pool_limited_context_length()}};
+  };
+  if (!id.empty()) return exchange.Respond(200, kJson, DumpJson(entry(std::string(id))));
+  std::vector<std::string> names = {mapping->served_model};
+  names.insert(names.end(), mapping->aliases.begin(), mapping->aliases.end());
   Json data = Json::array();
-  std::vector<std::string> names = {info->name()};
-  names.insert(names.end(), options_.model_aliases.begin(), options_.model_aliases.end());
-  for (const std::string& name : names) {
-    data.push_back({{"id", name},
-                    {"object", "model"},
-                    {"created", 0},
-                    {"owned_by", "kvserve"},
-                    {"root", info->name()},
-                    {"max_model_len", info->pool_limited_context_length()}});
-  }
+  for (const std::string& name : names) data.push_back(entry(name));
   exchange.Respond(200, kJson, DumpJson({{"object", "list"}, {"data", data}}));
 }
 

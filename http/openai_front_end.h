@@ -2,6 +2,7 @@
 // HttpServer's handler: it routes
 //   POST /v1/completions, POST /v1/chat/completions   (JSON body, or SSE with "stream": true)
 //   GET  /v1/models                                    the served model and its aliases
+//   GET  /v1/models/{id}                               one of them (404 for another id)
 //   GET  /health                                       200 while the backend serves, else 503
 //   POST /tokenize, POST /detokenize                   as vLLM has them
 //   GET  /tokenizer_info                               vLLM's: eos / bos token text, context
@@ -20,6 +21,7 @@
 #ifndef KVSERVE_HTTP_OPENAI_FRONT_END_H_
 #define KVSERVE_HTTP_OPENAI_FRONT_END_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,7 +33,8 @@
 namespace kvserve {
 
 struct OpenAiFrontEndOptions {
-  std::vector<std::string> model_aliases;  // names accepted besides ModelInfo.name
+  // Names accepted besides ModelInfo.name and ModelInfo.aliases (--http_model_aliases).
+  std::vector<std::string> model_aliases;
   int32_t default_completion_max_tokens = 16;
 };
 
@@ -43,7 +46,8 @@ class OpenAiFrontEnd {
   void Handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange);
 
  private:
-  void Models(const CallContext& call, HttpExchange& exchange);
+  // GET /v1/models (`id` empty) or GET /v1/models/{id}.
+  void Models(const CallContext& call, absl::string_view id, HttpExchange& exchange);
   void Tokenize(const CallContext& call, const HttpRequest& request, HttpExchange& exchange);
   void Detokenize(const CallContext& call, const HttpRequest& request, HttpExchange& exchange);
   void TokenizerInfo(const CallContext& call, HttpExchange& exchange);
@@ -54,6 +58,7 @@ class OpenAiFrontEnd {
 
   GenerationBackend* const backend_;
   const OpenAiFrontEndOptions options_;
+  const int64_t created_unix_s_;  // when this front end started: /v1/models' "created"
 };
 
 // Sends `status` as an OpenAI error JSON response.

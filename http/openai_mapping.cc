@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "api/request_validation.h"
 #include "base/status_macros.h"
 #include "http/openai_json.h"
 #include "http/openai_tools.h"
@@ -195,12 +196,13 @@ absl::Status Penalties(const Fields& fields, v1::SamplingParams* sampling) {
 }
 
 // n: the number of choices, in the request and in the response.
-absl::Status ChoiceCount(const Fields& fields, v1::SamplingParams* sampling, OpenAiRequest* out) {
+absl::Status ChoiceCount(const Fields& fields, const OpenAiMappingOptions& options,
+                         v1::SamplingParams* sampling, OpenAiRequest* out) {
   std::optional<int32_t> n;
   KVSERVE_RETURN_IF_ERROR(fields.Int32("n", &n));
   if (!n) return absl::OkStatus();
   // 0 would mean "default" in the proto; OpenAI refuses it.
-  if (*n < 1) return Invalid("n", absl::StrCat("must be >= 1, got ", *n));
+  KVSERVE_RETURN_IF_ERROR(CheckCountRange("n", *n, 1, options.max_n));
   sampling->set_n(*n);
   out->n = *n;
   return absl::OkStatus();
@@ -235,9 +237,7 @@ absl::Status Length(OpenAiEndpoint endpoint, const Fields& fields,
     out->prompt_only = true;
   } else if (max_tokens) {
     // 0 would mean "to the end of the context" in the proto; OpenAI refuses it (but with echo).
-    if (*max_tokens < 1) {
-      return Invalid(length_field, absl::StrCat("must be >= 1, got ", *max_tokens));
-    }
+    KVSERVE_RETURN_IF_ERROR(CheckCountRange(length_field, *max_tokens, 1, options.max_tokens));
     sampling->set_max_tokens(*max_tokens);
   } else if (endpoint == OpenAiEndpoint::kCompletions) {
     sampling->set_max_tokens(options.default_completion_max_tokens);
@@ -316,7 +316,7 @@ absl::Status Sampling(OpenAiEndpoint endpoint, const Fields& fields,
                       OpenAiRequest* out) {
   KVSERVE_RETURN_IF_ERROR(SamplingNumbers(fields, sampling));
   KVSERVE_RETURN_IF_ERROR(Penalties(fields, sampling));
-  KVSERVE_RETURN_IF_ERROR(ChoiceCount(fields, sampling, out));
+  KVSERVE_RETURN_IF_ERROR(ChoiceCount(fields, options, sampling, out));
   KVSERVE_RETURN_IF_ERROR(Echo(endpoint, fields, out));
   KVSERVE_RETURN_IF_ERROR(Length(endpoint, fields, options, sampling, out));
   KVSERVE_RETURN_IF_ERROR(Stop(fields, sampling));
@@ -372,6 +372,7 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, absl::
     *requests.emplace_back().mutable_chat() = std::move(chat);
   }
 
+  out.system_fingerprint = options.system_fingerprint;
   v1::GenerateRequest common;
   common.set_model(ResolveModelName(out.model, options));
   KVSERVE_RETURN_IF_ERROR(Sampling(endpoint, fields, options, common.mutable_sampling(), &out));

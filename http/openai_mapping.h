@@ -22,6 +22,7 @@
 #define KVSERVE_HTTP_OPENAI_MAPPING_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,7 @@ struct OpenAiRequest {
   // tool_choice "required": the output is a JSON list of {name, parameters} (constrained).
   bool tool_calls_required = false;
   ToolCallFormat tool_call_format = ToolCallFormat::kNone;
+  std::string system_fingerprint;  // the responses' system_fingerprint (options')
 };
 
 struct OpenAiMappingOptions {
@@ -72,6 +74,11 @@ struct OpenAiMappingOptions {
   std::vector<std::string> aliases;  // other names accepted for it
   int32_t default_completion_max_tokens = 16;
   ToolCallFormat tool_call_format = ToolCallFormat::kNone;  // ModelInfo.tool_call_format
+  std::string system_fingerprint;  // SystemFingerprint(ModelInfo) (api/serving_fingerprint.h)
+  // ModelInfo.limits: max_tokens and n are checked here, in [1, limit] (OpenAI has no 0 for
+  // "default"), with the validation library's rule and words (CheckCountRange).
+  int32_t max_tokens = std::numeric_limits<int32_t>::max();
+  int32_t max_n = std::numeric_limits<int32_t>::max();
 };
 
 // The name put in GenerateRequest.model: the served model for an alias, `model` otherwise.

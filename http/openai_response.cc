@@ -51,9 +51,15 @@ Json FinishReason(const v1::ChoiceDelta& delta) {
   }
 }
 
-Json StopReason(const v1::ChoiceDelta& delta) {
+// vLLM's stop_reason: the stop string or the request's stop_token_ids entry that matched; null
+// for the model's EOS (which the proto names too) and every other finish.
+Json StopReason(const v1::ChoiceDelta& delta, const OpenAiRequest& request) {
   if (delta.has_stop_string()) return delta.stop_string();
-  if (delta.has_stop_token_id()) return delta.stop_token_id();
+  if (delta.has_stop_token_id() && !request.requests.empty()) {
+    for (int32_t id : request.requests[0].sampling().stop_token_ids()) {
+      if (id == delta.stop_token_id()) return id;
+    }
+  }
   return Json();
 }
 
@@ -214,7 +220,7 @@ void OpenAiResponseBuilder::Add(int prompt_index, const v1::GenerateResponse& re
     AppendLogprobs(delta, &choice, &choice.logprobs);
     if (delta.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
       choice.finish_reason = FinishReason(delta);
-      choice.stop_reason = StopReason(delta);
+      choice.stop_reason = StopReason(delta, request_);
     }
   }
   AddUsage(response);
@@ -234,6 +240,7 @@ Json OpenAiResponseBuilder::Envelope(bool chunk) const {
       chat() ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
   body["created"] = created_;
   body["model"] = model_;
+  body["system_fingerprint"] = request_.system_fingerprint;
   return body;
 }
 
@@ -324,7 +331,7 @@ std::vector<std::string> OpenAiResponseBuilder::Chunks(int prompt_index,
     out["logprobs"] = std::move(logprobs);
     out["finish_reason"] = FinishReason(delta);
     if (delta.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
-      out["stop_reason"] = StopReason(delta);
+      out["stop_reason"] = StopReason(delta, request_);
     }
     Json chunk = Envelope(/*chunk=*/true);
     chunk["choices"] = Json::array({std::move(out)});
@@ -398,7 +405,7 @@ std::vector<std::string> OpenAiResponseBuilder::ToolAwareChunks(int index,
     out["logprobs"] = k == 0 ? std::move(logprobs) : Json();  // with the first chunk only
     const Json reason = k + 1 == messages.size() ? finish_reason : Json();
     out["finish_reason"] = reason;
-    if (!reason.is_null()) out["stop_reason"] = StopReason(delta);
+    if (!reason.is_null()) out["stop_reason"] = StopReason(delta, request_);
     Json chunk = Envelope(/*chunk=*/true);
     chunk["choices"] = Json::array({std::move(out)});
     if (request_.include_usage) chunk["usage"] = Json();

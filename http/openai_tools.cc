@@ -176,8 +176,12 @@ absl::Status ToolChoice(const Fields& fields, const v1::ChatConversation& chat, 
            {"properties", {{"name", {{"const", tool.name()}}}, {"parameters", schema}}},
            {"required", {"name", "parameters"}}});
     }
-    Json list = {{"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", any_of}}}};
-    if (!out->parallel_tool_calls) list["maxItems"] = 1;
+    // At most one call per tool (one without parallel_tool_calls): a model free to add calls
+    // can repeat them until max_tokens and never close the list.
+    Json list = {{"type", "array"},
+                 {"minItems", 1},
+                 {"maxItems", out->parallel_tool_calls ? chat.tools_size() : 1},
+                 {"items", {{"anyOf", any_of}}}};
     *constraint = list.dump();
   }
   return absl::OkStatus();

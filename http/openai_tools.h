@@ -31,8 +31,9 @@ absl::Status Tools(const Fields& fields, kvserve::v1::ChatConversation* chat);
 // the model's tool calls; "none" renders the tools but returns text. "required" and a named
 // function constrain the output (structured output, as vLLM does it): a named function's output
 // is its arguments object (schema: its parameters); "required" gives a JSON list of calls
-// [{"name", "parameters"}], one call at least (exactly one without parallel_tool_calls), each
-// valid for its function. `*constraint` gets that schema's JSON text.
+// [{"name", "parameters"}], one call at least and at most as many as there are tools (exactly
+// one without parallel_tool_calls), each valid for its function: the list always ends, and the
+// response finishes with "tool_calls". `*constraint` gets that schema's JSON text.
 absl::Status ToolChoice(const Fields& fields, const kvserve::v1::ChatConversation& chat,
                         OpenAiRequest* out, std::string* constraint);
 

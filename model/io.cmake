@@ -11,6 +11,7 @@ add_library(kvserve_model_io STATIC
   ${CMAKE_CURRENT_LIST_DIR}/model_config.cc
   ${CMAKE_CURRENT_LIST_DIR}/model_weights.cc
   ${CMAKE_CURRENT_LIST_DIR}/safetensors_file.cc
+  ${CMAKE_CURRENT_LIST_DIR}/served_model_name.cc
   ${CMAKE_CURRENT_LIST_DIR}/synthetic_weights.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor_parallel.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor_slice.cc

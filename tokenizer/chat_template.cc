@@ -1,16 +1,22 @@
 // The only file that includes minja: its exceptions end here, as absl::Status values.
 #include "tokenizer/chat_template.h"
 
+#include <algorithm>
 #include <exception>
+#include <optional>
 #include <stdexcept>
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/flag_file.h"
 #include "base/status_macros.h"
 #include "minja/minja.hpp"
 #include "tokenizer/python_text.h"
+#include "tokenizer/tool_prompt_fallback.h"
 
 namespace kvserve {
 
@@ -25,6 +31,12 @@ using Json = nlohmann::ordered_json;
 // Tool call arguments of the probe: a template renders them when its output shows the key
 // unescaped (as JSON or as a Python dict), not double-encoded inside a string.
 constexpr std::string_view kProbeArguments = R"({"argument_needle": "probe"})";
+// A tool of the probe: a template renders tools when its output shows this name.
+constexpr std::string_view kProbeTool =
+    R"({"type": "function", "function": {"name": "tool_needle_probe", "description": "probe", )"
+    R"("parameters": {"type": "object", "properties": {}}}})";
+// The start of a rendering failure's message (not a raise_exception's).
+constexpr absl::string_view kTemplateFailed = "chat template failed: ";
 
 // A minja value as JSON: what json.dumps sees. Dict keys that are not strings are spelled as
 // json.dumps spells them (true, null, 1).
@@ -153,6 +165,16 @@ absl::StatusOr<Json> Variables(absl::Span<const ChatMessage> messages, bool add_
   return variables;
 }
 
+// The first line of minja's error, the innermost place: "<what> at row R, column C" (the
+// lines after it quote the template source, once per enclosing block: kilobytes), at most 300
+// bytes.
+std::string FirstLine(absl::string_view error) {
+  absl::string_view line = error.substr(0, error.find('\n'));
+  if (!line.empty() && line.back() == ':') line.remove_suffix(1);
+  if (line.size() > 300) return absl::StrCat(line.substr(0, 300), "...");
+  return std::string(line);
+}
+
 absl::CivilSecond LocalNow() { return absl::ToCivilSecond(absl::Now(), absl::LocalTimeZone()); }
 
 // Renders `root` with `variables` and the functions transformers defines; every error of minja
@@ -189,7 +211,7 @@ absl::StatusOr<std::string> RenderTemplate(const minja::TemplateNode& root, cons
     return root.render(context);
   } catch (const std::exception& e) {
     if (raised->has_value()) return absl::InvalidArgumentError(**raised);
-    return absl::InvalidArgumentError(absl::StrCat("chat template failed: ", e.what()));
+    return absl::InvalidArgumentError(absl::StrCat(kTemplateFailed, FirstLine(e.what())));
   } catch (...) {
     if (raised->has_value()) return absl::InvalidArgumentError(**raised);
     return absl::InvalidArgumentError("chat template failed");
@@ -221,29 +243,75 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromJinja(std::string_view jinja_sour
   }
   ChatTemplate chat(std::move(parsed), std::move(bos_token), std::move(eos_token),
                     std::move(clock));
-  // Does the template render arguments given as text, or only given as an object?
-  const auto renders = [&chat](bool as_object) {
-    ChatMessage call{.role = "assistant", .content = std::nullopt};
-    call.tool_calls.push_back(
-        {.id = "probe0001", .name = "probe_tool", .arguments = std::string(kProbeArguments)});
-    const ChatMessage messages[] = {{.role = "user", .content = "probe"}, call};
+  // Probes: render a call (arguments as text, then as an object) or a tool, and look for them.
+  const auto render = [&chat](absl::Span<const ChatMessage> messages,
+                              absl::Span<const std::string> tools,
+                              bool as_object) -> std::optional<std::string> {
     absl::StatusOr<Json> variables =
-        Variables(messages, false, {}, as_object, chat.bos_token_, chat.eos_token_);
-    if (!variables.ok()) return false;
+        Variables(messages, false, tools, as_object, chat.bos_token_, chat.eos_token_);
+    if (!variables.ok()) return std::nullopt;
     absl::StatusOr<std::string> text = RenderTemplate(*chat.parsed_->root, *variables, chat.clock_);
-    return text.ok() && (text->find("\"argument_needle\":") != std::string::npos ||
-                         text->find("'argument_needle':") != std::string::npos);
+    if (!text.ok()) return std::nullopt;
+    return *std::move(text);
   };
-  chat.object_arguments_ = !renders(false) && renders(true);
+  ChatMessage call{.role = "assistant", .content = std::nullopt};
+  call.tool_calls.push_back(
+      {.id = "probe0001", .name = "probe_tool", .arguments = std::string(kProbeArguments)});
+  const ChatMessage with_call[] = {{.role = "user", .content = "probe"}, call};
+  const auto renders_arguments = [](const std::optional<std::string>& text) {
+    return text.has_value() && (text->find("\"argument_needle\":") != std::string::npos ||
+                                text->find("'argument_needle':") != std::string::npos);
+  };
+  const std::optional<std::string> as_text = render(with_call, {}, false);
+  const std::optional<std::string> as_object = render(with_call, {}, true);
+  chat.object_arguments_ = !renders_arguments(as_text) && renders_arguments(as_object);
+  const std::optional<std::string>& shown = chat.object_arguments_ ? as_object : as_text;
+  chat.renders_tool_calls_ = shown.has_value() && shown->find("probe_tool") != std::string::npos;
+  const ChatMessage user[] = {{.role = "user", .content = "probe"}};
+  const std::string tool[] = {std::string(kProbeTool)};
+  const std::optional<std::string> with_tool = render(user, tool, false);
+  chat.renders_tools_ =
+      with_tool.has_value() && with_tool->find("tool_needle_probe") != std::string::npos;
   return chat;
 }
 
 absl::StatusOr<std::string> ChatTemplate::Render(absl::Span<const ChatMessage> messages,
                                                  bool add_generation_prompt,
-                                                 absl::Span<const std::string> tools) const {
+                                                 absl::Span<const std::string> tools,
+                                                 bool tool_fallback) const {
+  const size_t client_messages = messages.size();
+  const bool has_calls = std::any_of(messages.begin(), messages.end(),
+                                     [](const ChatMessage& m) { return !m.tool_calls.empty(); });
+  std::vector<ChatMessage> fallback;
+  if (tool_fallback &&
+      ((!tools.empty() && !renders_tools_) || (has_calls && !renders_tool_calls_))) {
+    fallback = WithFallbackToolPrompt(messages, tools, !renders_tools_, !renders_tool_calls_);
+    messages = fallback;
+    if (!renders_tools_) tools = {};
+  }
   KVSERVE_ASSIGN_OR_RETURN(Json variables, Variables(messages, add_generation_prompt, tools,
                                                      object_arguments_, bos_token_, eos_token_));
-  return RenderTemplate(*parsed_->root, variables, clock_);
+  absl::StatusOr<std::string> text = RenderTemplate(*parsed_->root, variables, clock_);
+  if (text.ok() || !absl::StartsWith(text.status().message(), kTemplateFailed)) return text;
+  // Which message: the first whose conversation up to it fails the same way (a template
+  // refusing a short conversation for its length, with its own raise_exception, is not
+  // searched).
+  Json& messages_json = variables["messages"];
+  const Json all = messages_json;
+  // From no message at all: a template that fails so is at fault itself, not a message.
+  for (size_t i = 0; i <= all.size(); ++i) {
+    messages_json = Json(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(i));
+    absl::StatusOr<std::string> prefix = RenderTemplate(*parsed_->root, variables, clock_);
+    if (!prefix.ok() && prefix.status().message() == text.status().message()) {
+      // Message i - 1 is the first at fault. A system message the fallback put first is not
+      // the client's: count from the client's.
+      const size_t offset = all.size() - client_messages;
+      if (i == 0 || i - 1 < offset) break;
+      return absl::InvalidArgumentError(
+          absl::StrCat("messages[", i - 1 - offset, "]: ", text.status().message()));
+    }
+  }
+  return text;
 }
 
 absl::StatusOr<std::string> ReadChatTemplateFile(const std::string& path) {

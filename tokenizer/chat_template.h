@@ -13,6 +13,10 @@
 // FromJinja tells them apart with one probe rendering, as llama.cpp does, and Render then hands
 // the latter the parsed object (when the text is a JSON object).
 //
+// A template that ignores tools or tool calls (FromJinja probes it) can be given them through
+// the fallback of tool_prompt_fallback.h (Render's tool_fallback; serving always asks for it),
+// so the model always sees them. Without it, Render renders exactly as transformers does.
+//
 // The rendered text holds special-token text; Tokenizer::Encode turns it into their single ids.
 //
 // Thread-safety: immutable value (copies share the parsed template); Render may run
@@ -67,14 +71,22 @@ class ChatTemplate {
   // `tools`: OpenAI tool objects ({"type": "function", "function": {...}}) as JSON text; empty:
   // the template sees no tools. INVALID_ARGUMENT when the template refuses the conversation
   // (raise_exception: exactly its message, e.g. "System role not supported"), when rendering
-  // fails ("chat template failed: ..." with minja's message), or when a tool is not a JSON
-  // object.
+  // fails (one line: "messages[i]: chat template failed: <the template's error>", i the first
+  // message the rendering fails at; without "messages[i]: " when no single message is at
+  // fault), or when a tool is not a JSON object ("tools[i]: ...").
+  // tool_fallback: when the template does not render tools (or tool calls), they reach the
+  // model through tool_prompt_fallback.h; message indices in errors stay the caller's.
   absl::StatusOr<std::string> Render(absl::Span<const ChatMessage> messages,
                                      bool add_generation_prompt,
-                                     absl::Span<const std::string> tools = {}) const;
+                                     absl::Span<const std::string> tools = {},
+                                     bool tool_fallback = false) const;
 
   // Whether tool call arguments reach the template as objects (see above).
   bool object_arguments() const { return object_arguments_; }
+  // Whether the template shows the model `tools` / an assistant turn's tool calls; when not,
+  // Render applies the fallback of tool_prompt_fallback.h.
+  bool renders_tools() const { return renders_tools_; }
+  bool renders_tool_calls() const { return renders_tool_calls_; }
 
  private:
   struct Parsed;  // minja's template tree; defined in chat_template.cc only
@@ -87,6 +99,8 @@ class ChatTemplate {
   std::string eos_token_;
   Clock clock_;
   bool object_arguments_ = false;
+  bool renders_tools_ = false;
+  bool renders_tool_calls_ = false;
 };
 
 // The Jinja file of a --chat_template flag (kvserve-worker, kvserve-router), read and checked to

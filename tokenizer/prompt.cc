@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace kvserve {
@@ -13,10 +14,15 @@ absl::StatusOr<RenderedPrompt> RenderPrompt(
   RenderedPrompt rendered;
   if (chat != nullptr) {
     absl::StatusOr<std::string> chat_text =
-        chat_template->Render(*chat, add_generation_prompt.value_or(true), tools);
+        chat_template->Render(*chat, add_generation_prompt.value_or(true), tools,
+                              /*tool_fallback=*/true);
     if (!chat_text.ok()) {
+      // The template's errors name a message or a tool of the conversation when they can.
+      const absl::string_view message = chat_text.status().message();
+      const bool names_a_field =
+          absl::StartsWith(message, "messages[") || absl::StartsWith(message, "tools[");
       return absl::Status(chat_text.status().code(),
-                          absl::StrCat("chat: ", chat_text.status().message()));
+                          absl::StrCat(names_a_field ? "chat." : "chat: ", message));
     }
     rendered.rendered_chat = *std::move(chat_text);
   }

@@ -4,7 +4,9 @@
 //   chat: rendered with the model's chat template (add_generation_prompt, default on), then
 //         encoded with special tokens off unless add_special_tokens says otherwise (the template
 //         already writes them); a template that refuses the conversation (raise_exception)
-//         makes it INVALID_ARGUMENT "chat: <its message>";
+//         makes it INVALID_ARGUMENT "chat: <its message>", one that fails on a message
+//         "chat.messages[i]: chat template failed: ..."; a template that ignores tools or tool
+//         calls gets them through the fallback of tool_prompt_fallback.h;
 //   text: encoded with the model's BOS when add_special_tokens (default on) and the tokenizer
 //         adds one by default.
 //

@@ -51,6 +51,12 @@ ToolCallFormat DetectToolCallFormat(std::string_view source) {
   return ToolCallFormat::kNone;
 }
 
+ToolCallFormat ServedToolCallFormat(const ChatTemplate& chat,
+                                    std::string_view chat_template_source) {
+  if (!chat.renders_tools()) return ToolCallFormat::kHermes;
+  return DetectToolCallFormat(chat_template_source);
+}
+
 ParsedToolCalls ParseToolCalls(ToolCallFormat format, std::string_view text) {
   return ToolCallStreamParser(format).Parse(text);
 }

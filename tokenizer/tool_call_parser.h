@@ -43,6 +43,12 @@ std::optional<ToolCallFormat> ToolCallFormatFromName(std::string_view name);
 // none of the three.
 ToolCallFormat DetectToolCallFormat(std::string_view chat_template_source);
 
+// The format the model is asked to write calls in when served with `chat` (whose source is
+// `chat_template_source`): kHermes when the template does not render tools (the fallback of
+// tool_prompt_fallback.h teaches it), else what the template teaches.
+ToolCallFormat ServedToolCallFormat(const ChatTemplate& chat,
+                                    std::string_view chat_template_source);
+
 struct ParsedToolCalls {
   std::string content;              // the text besides the calls, trimmed of white space
   std::vector<ChatToolCall> calls;  // in order; ids empty (MakeToolCallId); arguments as written

@@ -35,3 +35,17 @@ printf '%s\n' "$out" | sed -n 1p | grep -q '"is_greedy":true,"logprob":-0\.[0-9]
 printf '%s\n' "$out" | sed -n 2p | grep -q '"is_greedy":false,"logprob":-[1-9][0-9.e-]*,"num_tokens":1}' || exit 1
 ]=] $<TARGET_FILE:kvserve-generate>)
 set_tests_properties(kvserve_generate_score_test PROPERTIES LABELS integration TIMEOUT 300)
+
+# --chat prints the answer only: never the rendered template or its special tokens; and the
+# threads flag is named as kvserve-worker's (--num_threads).
+add_test(NAME kvserve_generate_chat_cli_test
+         COMMAND sh -c [=[
+out=$("$0" --chat "What is the capital of France?" --max_tokens 8 --num_threads 2 2>&1); rc=$?
+printf '%s\n' "$out"
+[ "$rc" -eq 0 ] || exit 1
+answer=$(printf '%s' "$out" | sed '/\[kvserve-generate\]/,$d')
+[ -n "$(printf '%s' "$answer" | tr -d '[:space:]')" ] || exit 1
+printf '%s' "$answer" | grep -q -e "<|im_start|>" -e "<|im_end|>" -e "What is the capital" && exit 1
+exit 0
+]=] $<TARGET_FILE:kvserve-generate>)
+set_tests_properties(kvserve_generate_chat_cli_test PROPERTIES LABELS integration TIMEOUT 300)

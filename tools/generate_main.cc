@@ -61,7 +61,7 @@ ABSL_FLAG(uint64_t, seed, 0, "sampling seed");
 ABSL_FLAG(int32_t, block_size, 16, "KV cache block size in tokens (8, 16 or 32)");
 ABSL_FLAG(int32_t, batch, 1, "run this many copies of the prompt as one batch");
 ABSL_FLAG(int32_t, chunk, 512, "prefill chunk: tokens per step");
-ABSL_FLAG(int32_t, threads, 0, "CPU kernel threads; 0: all cores");
+ABSL_FLAG(int32_t, num_threads, 0, "CPU kernel threads (0: one per core), as kvserve-worker's");
 ABSL_FLAG(std::string, device, "cpu", "cpu, cuda or cuda:N");
 ABSL_FLAG(std::string, dtype, "auto",
           "weights: auto (CPU: as stored, GGUF blocks included; CUDA: bfloat16), float32, "
@@ -204,7 +204,7 @@ absl::Status Run() {
                          .device = absl::GetFlag(FLAGS_device),
                          .dtype = absl::GetFlag(FLAGS_dtype),
                          .kv_cache_dtype = absl::GetFlag(FLAGS_kv_cache_dtype),
-                         .num_threads = absl::GetFlag(FLAGS_threads),
+                         .num_threads = absl::GetFlag(FLAGS_num_threads),
                          .enforce_eager = absl::GetFlag(FLAGS_enforce_eager)});
   if (!created.ok()) return created.status();
   KVSERVE_ASSIGN_OR_RETURN(auto tokenizer, Tokenizer::FromModelPath(spec));
@@ -250,7 +250,11 @@ absl::Status Run() {
     }
   }
 
-  if (tokenizer != nullptr) std::fputs(tokenizer->Decode(prompt).c_str(), stdout);
+  // A text prompt is echoed so that the output reads as its continuation; a chat answer stands
+  // alone (the rendered template is the model's business, special tokens and all).
+  if (tokenizer != nullptr && absl::GetFlag(FLAGS_chat).empty()) {
+    std::fputs(tokenizer->Decode(prompt).c_str(), stdout);
+  }
   auto on_output = [&](size_t index, const EngineOutput& output) {
     if (index != 0) return;
     for (const ChoiceOutput& choice : output.choices) {

@@ -38,6 +38,7 @@
 #include "base/status_macros.h"
 #include "kernels/backend_factory.h"
 #include "model/default_model.h"
+#include "model/served_model_name.h"
 #include "model/weights_loader.h"
 #include "runner/fake_model_runner.h"
 #include "runner/fault_injecting_runner.h"
@@ -49,6 +50,10 @@
 
 ABSL_FLAG(std::string, model, kvserve::DefaultModelPath(),
           "GGUF file, Hugging Face directory, or synthetic:<preset>[:layers=N][:seed=S]");
+ABSL_FLAG(std::string, served_model_name, "",
+          "The model's id in the API (ModelInfo.name, the OpenAI \"model\"); empty: the model "
+          "file's name without its encoding, e.g. SmolLM2-135M-Instruct for "
+          "SmolLM2-135M-Instruct.Q4_1.gguf (the file's own name is accepted too)");
 ABSL_FLAG(int32_t, block_size, 16, "Tokens per KV cache block");
 ABSL_FLAG(int64_t, kv_memory_bytes, -1,
           "Memory budget of the KV cache pool in bytes; 0: what the device has left after a "
@@ -174,6 +179,10 @@ absl::StatusOr<Flags> ReadFlags() {
                            .enforce_eager = absl::GetFlag(FLAGS_enforce_eager)};
   WorkerOptions& options = flags.worker;
   options.model = absl::GetFlag(FLAGS_model);
+  options.served_model_name = absl::GetFlag(FLAGS_served_model_name);
+  if (options.served_model_name.empty()) {
+    options.served_model_name = DefaultServedModelName(options.model);
+  }
   options.block_size = absl::GetFlag(FLAGS_block_size);
   options.kv_memory_bytes = absl::GetFlag(FLAGS_kv_memory_bytes);
   if (options.kv_memory_bytes == -1) {

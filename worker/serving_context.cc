@@ -36,8 +36,9 @@ absl::Status Draining() {
 }  // namespace
 
 ServingContext::ServingContext(Engine* engine, const Tokenizer* tokenizer,
-                               const ModelConfig& config, std::string worker_id,
-                               WorkerMetrics* metrics, int32_t tensor_parallel_size,
+                               const ModelConfig& config, std::vector<std::string> model_aliases,
+                               std::string worker_id, WorkerMetrics* metrics,
+                               int32_t tensor_parallel_size,
                                absl::Duration constraint_compile_timeout)
     : engine_(engine),
       renderer_(tokenizer),
@@ -46,6 +47,7 @@ ServingContext::ServingContext(Engine* engine, const Tokenizer* tokenizer,
   const EngineOptions& options = engine_->options();
   const int64_t pool_tokens = static_cast<int64_t>(engine_->num_kv_blocks()) * options.block_size;
   limits_.model_name = config.name;
+  limits_.model_aliases = std::move(model_aliases);
   limits_.vocab_size = engine_->vocab_size();
   limits_.model_context_length = engine_->max_context_len();
   limits_.context_length =
@@ -61,6 +63,7 @@ ServingContext::ServingContext(Engine* engine, const Tokenizer* tokenizer,
   limits_.kv_total_blocks = engine_->num_kv_blocks();
 
   model_info_.set_name(config.name);
+  for (const std::string& alias : limits_.model_aliases) model_info_.add_aliases(alias);
   model_info_.set_architecture(config.architecture);
   model_info_.set_vocab_size(limits_.vocab_size);
   model_info_.set_context_length(limits_.model_context_length);
@@ -87,8 +90,8 @@ ServingContext::ServingContext(Engine* engine, const Tokenizer* tokenizer,
   }
   if (renderer_.chat_template() != nullptr) {
     model_info_.set_chat_template_format("jinja");
-    model_info_.set_tool_call_format(
-        std::string(ToolCallFormatName(DetectToolCallFormat(tokenizer->chat_template()))));
+    model_info_.set_tool_call_format(std::string(ToolCallFormatName(
+        ServedToolCallFormat(*renderer_.chat_template(), tokenizer->chat_template()))));
   }
   *model_info_.mutable_limits() = ToProtoLimits(limits_);
   model_info_.set_tensor_parallel_size(tensor_parallel_size);

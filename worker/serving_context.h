@@ -49,14 +49,17 @@ inline constexpr absl::Duration kDefaultConstraintCompileTimeout = absl::Seconds
 
 class ServingContext {
  public:
-  // `tokenizer` may be null (token-id input only); `config` describes the served model.
+  // `tokenizer` may be null (token-id input only); `config` describes the served model, and
+  // config.name is its id (ModelInfo.name); `model_aliases` are the other names a request may
+  // give for it (ModelInfo.aliases).
   // The limits follow the engine: context_length = engine->max_context_len() and the pool size.
   // tensor_parallel_size: ranks of the worker group (WorkerIdentity, ModelInfo).
   // constraint_compile_timeout: how long a request waits for its structured-output constraint
   // to compile (a compile that takes longer carries on and lands in the cache, so a retry finds
   // it); past it the request gets DEADLINE_EXCEEDED.
   ServingContext(Engine* engine, const Tokenizer* tokenizer, const ModelConfig& config,
-                 std::string worker_id, WorkerMetrics* metrics, int32_t tensor_parallel_size = 1,
+                 std::vector<std::string> model_aliases, std::string worker_id,
+                 WorkerMetrics* metrics, int32_t tensor_parallel_size = 1,
                  absl::Duration constraint_compile_timeout = kDefaultConstraintCompileTimeout);
 
   // Generation.Generate: validate, tokenize, submit. `metadata_request_id` is the call's

@@ -101,6 +101,17 @@ absl::Status WorkerOptions::Validate() const {
     return FlagError("kv_fetch_timeout_s",
                      absl::StrCat("must be a finite number >= 0, got ", kv_fetch_timeout_s));
   }
+  if (served_model_name.size() > 256) {
+    return FlagError("served_model_name",
+                     absl::StrCat("at most 256 characters, got ", served_model_name.size()));
+  }
+  for (char c : served_model_name) {
+    if (static_cast<unsigned char>(c) <= ' ' || c == 0x7f) {
+      return FlagError("served_model_name",
+                       absl::StrCat("must not contain white space or control characters, got \"",
+                                    served_model_name, "\""));
+    }
+  }
   if (worker_id.size() > 128) {
     return FlagError("worker_id", absl::StrCat("at most 128 characters, got ", worker_id.size()));
   }

@@ -23,7 +23,11 @@
 namespace kvserve {
 
 struct WorkerOptions {
-  std::string model;        // --model: GGUF path, HF directory or synthetic:...
+  std::string model;  // --model: GGUF path, HF directory or synthetic:...
+  // --served_model_name: the model's id (ModelInfo.name, the OpenAI "model"); main() fills in
+  // DefaultServedModelName(model) when the flag is empty. Empty here: the config's name. The
+  // model file's own name, when it differs, is accepted as an alias (ModelInfo.aliases).
+  std::string served_model_name;
   int32_t block_size = 16;  // --block_size: tokens per KV block
   // --kv_memory_bytes: KV pool budget; 0: what the device has left after a profiling step
   // (--gpu_memory_utilization).

@@ -113,9 +113,15 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 500);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  ModelConfig served = config;
+  std::vector<std::string> model_aliases;
+  if (!options.served_model_name.empty()) {
+    served.name = options.served_model_name;
+    if (!config.name.empty() && config.name != served.name) model_aliases.push_back(config.name);
+  }
   server->context_ = std::make_unique<ServingContext>(
-      server->engine_.get(), server->tokenizer_.get(), config, options.worker_id,
-      server->metrics_.get(), options.tensor_parallel_size,
+      server->engine_.get(), server->tokenizer_.get(), served, std::move(model_aliases),
+      options.worker_id, server->metrics_.get(), options.tensor_parallel_size,
       absl::Seconds(options.structured_output_timeout_s));
   if (options.kv_fetch_timeout_s > 0) {
     KVSERVE_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> peers,

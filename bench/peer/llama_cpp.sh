@@ -69,7 +69,7 @@ out=$PEER_DIR/results.txt
 # Prefill: a random prompt of each PROMPTS length (one token decoded); decode: llama-bench's tg128
 # starts from an empty context, so here 128 tokens after a 1-token prompt.
 kvserve() {  # model file, dtype, prompt tokens, tokens to generate
-  "$GENERATE" --model="$1" --dtype="$2" --threads="$THREADS" --prompt_tokens="$3" \
+  "$GENERATE" --model="$1" --dtype="$2" --num_threads="$THREADS" --prompt_tokens="$3" \
     --max_tokens="$4" --ignore_eos 2>&1
 }
 llama_bench() {  # model file, label

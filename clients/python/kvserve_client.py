@@ -3,7 +3,8 @@
 worker, which serves the same API).
 
   clients/python/generate_stubs.sh            # once: stubs into clients/python/gen
-  clients/python/kvserve_client.py --target 127.0.0.1:50061 --prompt "The capital of France is"
+  clients/python/kvserve_client.py --prompt "The capital of France is"   # the router, 127.0.0.1:50051
+  clients/python/kvserve_client.py --target 127.0.0.1:50061 --prompt "Hi"  # a worker directly
   clients/python/kvserve_client.py --chat "Write a haiku about caches." --max-tokens 48
   clients/python/kvserve_client.py --info
   clients/python/kvserve_client.py --target 127.0.0.1:50051 --token alice-secret --tls-ca ca.pem \
@@ -27,7 +28,9 @@ except ImportError:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--target", default="127.0.0.1:50061")
+    # The router's address, as kvserve-cli's --target (a worker answers the same API).
+    parser.add_argument("--target", default="127.0.0.1:50051",
+                        help="router (or worker) host:port (default: the router, 127.0.0.1:50051)")
     parser.add_argument("--prompt", help="plain text prompt")
     parser.add_argument("--chat", help="one user message, rendered with the chat template")
     parser.add_argument("--max-tokens", type=int, default=64)

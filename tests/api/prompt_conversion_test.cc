@@ -169,6 +169,31 @@ TEST_F(RouterPromptTest, ToolsToolCallsAndToolResultsReachTheTemplate) {
       << prompt;
 }
 
+// What SDKs send back for an assistant turn of tool calls: content "" reaches the template as
+// "", null (unset) as none, as transformers passes them; a turn without calls is "" unset.
+TEST_F(RouterPromptTest, EmptyContentStaysEmptyAndUnsetIsNoneOnlyBesideToolCalls) {
+  v1::GenerateRequest request;
+  v1::ChatConversation* chat = request.mutable_chat();
+  v1::ChatMessage* user = chat->add_messages();
+  user->set_role("user");
+  v1::ChatMessage* empty = chat->add_messages();
+  empty->set_role("assistant");
+  empty->set_content("");
+  empty->add_tool_calls()->set_name("get_weather");
+  v1::ChatMessage* unset = chat->add_messages();
+  unset->set_role("assistant");
+  unset->add_tool_calls()->set_name("get_weather");
+  const PromptInput input = PromptInputOf(request);
+  ASSERT_EQ(input.chat->size(), 3u);
+  EXPECT_EQ((*input.chat)[0].content, std::optional<std::string>(""));
+  EXPECT_EQ((*input.chat)[1].content, std::optional<std::string>(""));
+  EXPECT_EQ((*input.chat)[2].content, std::nullopt);
+  // The default model's template concatenates content: "" renders, as transformers does.
+  chat->mutable_messages()->DeleteSubrange(2, 1);
+  user->set_content("Weather in Paris?");
+  KVSERVE_EXPECT_OK(Render(request));
+}
+
 TEST_F(RouterPromptTest, MissingInputIsRefusedNamingTheField) {
   // Everything else about a bad request (ids outside the vocabulary, empty chat, bad roles) is
   // refused before rendering by api/request_validation.h, exactly as on a worker

@@ -249,6 +249,16 @@ TEST(ValidateGenerateRequest, RefusesOtherModelWithNotFound) {
   KVSERVE_EXPECT_OK(ValidateGenerateRequest(request, TestLimits()));
 }
 
+TEST(ValidateGenerateRequest, AcceptsTheModelInfoAliases) {
+  v1::ModelInfo info;
+  info.set_name("SmolLM2-135M-Instruct");
+  info.add_aliases("Smollm2 135M 8k Lc100K Mix1 Ep2");
+  const ServingLimits limits = ServingLimitsFromModelInfo(info, 32);
+  KVSERVE_EXPECT_OK(ValidateModelName("SmolLM2-135M-Instruct", limits));
+  KVSERVE_EXPECT_OK(ValidateModelName("Smollm2 135M 8k Lc100K Mix1 Ep2", limits));
+  ExpectError(ValidateModelName("Smollm2", limits), absl::StatusCode::kNotFound, "model");
+}
+
 TEST(ValidateGenerateRequest, RefusesBadRequestIdAndPriority) {
   v1::GenerateRequest request = PromptRequest("x");
   request.set_request_id("has space");

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 
 namespace kvserve {
 namespace {
@@ -34,8 +35,30 @@ TEST(ErrorMappingTest, EveryStatusCodeGetsTheHttpStatusAClientExpects) {
     const HttpError error = ToHttpError(c.status);
     EXPECT_EQ(error.http_status, c.http_status) << c.status;
     EXPECT_EQ(error.type, c.type) << c.status;
-    EXPECT_EQ(error.message, c.status.message());
+    // The words of the status; a field the message starts with as the OpenAI request names it.
+    const std::string message(c.status.message());
+    EXPECT_EQ(error.message, absl::StartsWith(message, "sampling.")
+                                 ? message.substr(std::string("sampling.").size())
+                                 : message);
   }
+}
+
+TEST(ErrorMappingTest, MessagesNameTheOpenAiFieldAsParamDoes) {
+  EXPECT_EQ(ToHttpError(absl::InvalidArgumentError("sampling.max_tokens: must be in [0, 8191], "
+                                                   "got 9000"))
+                .message,
+            "max_tokens: must be in [0, 8191], got 9000");
+  EXPECT_EQ(
+      ToHttpError(absl::InvalidArgumentError("chat.messages[1]: chat template failed: x")).message,
+      "messages[1]: chat template failed: x");
+  EXPECT_EQ(ToHttpError(absl::InvalidArgumentError("input: the prompt has 9000 tokens"), "messages")
+                .message,
+            "messages: the prompt has 9000 tokens");
+  EXPECT_EQ(
+      ToHttpError(absl::InvalidArgumentError("prompt_token_ids.ids[3]: out of range")).message,
+      "prompt[3]: out of range");
+  EXPECT_EQ(ToHttpError(absl::UnavailableError("worker is draining: retry")).message,
+            "worker is draining: retry");
 }
 
 TEST(ErrorMappingTest, ParamIsTheOpenAiNameOfTheFieldTheMessageStartsWith) {

@@ -26,9 +26,9 @@ using ::testing::_;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-OpenAiRequest Completion(const std::string& body) {
+OpenAiRequest Completion(const std::string& body, const OpenAiMappingOptions& options = Options()) {
   absl::StatusOr<OpenAiRequest> parsed =
-      ParseOpenAiRequest(OpenAiEndpoint::kCompletions, body, Options());
+      ParseOpenAiRequest(OpenAiEndpoint::kCompletions, body, options);
   KVSERVE_EXPECT_OK(parsed);
   return parsed.ok() ? *parsed : OpenAiRequest();
 }
@@ -164,8 +164,10 @@ TEST(OpenAiMappingTest, MalformedJsonAndWrongTypesAreRefusedNamingTheField) {
       {R"({"prompt": "x", "top_k": 1.5})", "top_k: must be an integer"},
       {R"({"prompt": "x", "min_p": []})", "min_p: must be a number"},
       {R"({"prompt": "x", "n": "2"})", "n: must be an integer"},
-      {R"({"prompt": "x", "n": 0})", "n: must be >= 1"},
-      {R"({"prompt": "x", "max_tokens": 0})", "max_tokens: must be >= 1"},
+      {R"({"prompt": "x", "n": 0})", "n: must be in [1, 8], got 0"},
+      {R"({"prompt": "x", "n": 9})", "n: must be in [1, 8], got 9"},
+      {R"({"prompt": "x", "max_tokens": 0})", "max_tokens: must be in [1, 8191], got 0"},
+      {R"({"prompt": "x", "max_tokens": 8192})", "max_tokens: must be in [1, 8191], got 8192"},
       {R"({"prompt": "x", "max_tokens": 5000000000})", "max_tokens: integer out of range"},
       {R"({"prompt": "x", "stop": 3})", "stop: must be a string or a list of strings"},
       {R"({"prompt": "x", "stop": ["a", 1]})", "stop[1]: must be a string"},
@@ -216,7 +218,8 @@ TEST(OpenAiMappingTest, ChatSpecificErrorsNameTheField) {
       {R"({"messages": [], "logprobs": 2})", "logprobs: must be a boolean"},
       {R"({"messages": [], "top_logprobs": 2})", "top_logprobs: needs logprobs: true"},
       {R"({"messages": [], "echo": true})", "echo: is supported on /v1/completions only"},
-      {R"({"messages": [], "max_completion_tokens": 0})", "max_completion_tokens: must be >= 1"},
+      {R"({"messages": [], "max_completion_tokens": 0})",
+       "max_completion_tokens: must be in [1, 8191], got 0"},
       {R"({"messages": [], "tools": [{"type": "function"}]})",
        "tools[0].function: an object is required"},
       {R"({"messages": [], "tools": [{"type": "retrieval", "function": {"name": "f"}}]})",
@@ -316,7 +319,9 @@ TEST(OpenAiMappingTest, TokenizeAndDetokenizeRequests) {
 }
 
 TEST(OpenAiResponseTest, CompletionBodyHasEveryChoiceFinishReasonAndUsage) {
-  const OpenAiRequest request = Completion(R"({"prompt": ["a", "b"], "n": 2})");
+  OpenAiMappingOptions options = Options();
+  options.system_fingerprint = "fp_test";
+  const OpenAiRequest request = Completion(R"({"prompt": ["a", "b"], "n": 2})", options);
   OpenAiResponseBuilder builder(request, "cmpl-1", "smol", 123);
   for (int prompt = 0; prompt < 2; ++prompt) {
     builder.Add(prompt, Delta(0, "x", v1::FINISH_REASON_LENGTH));
@@ -332,6 +337,7 @@ TEST(OpenAiResponseTest, CompletionBodyHasEveryChoiceFinishReasonAndUsage) {
   EXPECT_EQ(body["object"], "text_completion");
   EXPECT_EQ(body["model"], "smol");
   EXPECT_EQ(body["created"], 123);
+  EXPECT_EQ(body["system_fingerprint"], "fp_test");
   ASSERT_EQ(body["choices"].size(), 4u);
   EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(body["choices"][1]["finish_reason"], "stop");
@@ -367,10 +373,26 @@ TEST(OpenAiResponseTest, ChatChunksCarryTheRoleOnceThenDeltasAndAUsageChunk) {
   EXPECT_TRUE(a.contains("usage") && a["usage"].is_null());
   EXPECT_FALSE(b["choices"][0]["delta"].contains("role"));
   EXPECT_EQ(b["choices"][0]["finish_reason"], "stop");
-  EXPECT_EQ(b["choices"][0]["stop_reason"], 2);
+  // Token 2 is the model's EOS here, not a requested stop token: null, as vLLM.
+  EXPECT_TRUE(b["choices"][0].contains("stop_reason"));
+  EXPECT_TRUE(b["choices"][0]["stop_reason"].is_null()) << b;
   const Json usage = Json::parse(builder.UsageChunk());
   EXPECT_TRUE(usage["choices"].empty());
   EXPECT_EQ(usage["usage"]["total_tokens"], 6);
+}
+
+// stop_reason is the request's stop token that matched, null for the model's EOS.
+TEST(OpenAiResponseTest, StopReasonIsTheRequestedStopTokenAndNullForEos) {
+  const OpenAiRequest request = Completion(R"({"prompt": "a", "stop_token_ids": [7]})");
+  for (const auto& [token, want] : {std::pair{7, Json(7)}, std::pair{2, Json()}}) {
+    OpenAiResponseBuilder builder(request, "c", "m", 0);
+    v1::GenerateResponse last = Delta(0, "x", v1::FINISH_REASON_STOP);
+    last.mutable_choices(0)->set_stop_token_id(token);
+    builder.Add(0, last);
+    const Json body = Json::parse(builder.Body());
+    EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
+    EXPECT_EQ(body["choices"][0]["stop_reason"], want) << token;
+  }
 }
 
 v1::GenerateResponse WithLogprobs(const std::string& token, float logprob) {
@@ -546,7 +568,7 @@ TEST(OpenAiMappingTest, RequiredAndNamedToolChoiceConstrainTheOutput) {
   const Json list = Json::parse(required.requests[0].sampling().structured_output().json_schema());
   EXPECT_EQ(list["type"], "array");
   EXPECT_EQ(list["minItems"], 1);
-  EXPECT_FALSE(list.contains("maxItems"));
+  EXPECT_EQ(list["maxItems"], 2);  // one call per tool at most: the list always ends
   ASSERT_EQ(list["items"]["anyOf"].size(), 2u);
   EXPECT_EQ(list["items"]["anyOf"][0]["properties"]["name"]["const"], "f");
   EXPECT_EQ(list["items"]["anyOf"][0]["properties"]["parameters"]["properties"]["x"]["type"],

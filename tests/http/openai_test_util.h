@@ -15,6 +15,8 @@ inline OpenAiMappingOptions Options() {
   OpenAiMappingOptions options;
   options.served_model = "SmolLM2";
   options.aliases = {"smol", "gpt-3.5-turbo"};
+  options.max_tokens = 8191;  // the default model's ModelInfo.limits
+  options.max_n = 8;
   return options;
 }
 

@@ -28,3 +28,6 @@ kvserve_add_test(NAME tensor_parallel_test
 # parser's coverage; scripts/fuzz.sh does all of this.
 kvserve_add_fuzzer(NAME gguf_fuzz SOURCES ${CMAKE_CURRENT_LIST_DIR}/gguf_fuzz.cc
                    LIBS kvserve_model_io)
+kvserve_add_test(NAME served_model_name_test
+                 SOURCES ${CMAKE_CURRENT_LIST_DIR}/served_model_name_test.cc
+                 LIBS kvserve_model_io GTest::gmock LABELS unit)

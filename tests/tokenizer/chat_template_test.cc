@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -173,11 +174,84 @@ TEST(ChatTemplateTest, RaiseExceptionRefusesWithTheTemplatesMessage) {
 TEST(ChatTemplateTest, RenderErrorsAreInvalidArgument) {
   // Python refuses str + None; so does the renderer (no "None" text in the prompt).
   EXPECT_THAT(Parse("{{ 'a' + messages[0].content }}").Render({{"assistant", std::nullopt}}, false),
-              StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("chat template failed: ")));
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       StartsWith("messages[0]: chat template failed: ")));
+  // No message is at fault when the template fails without any.
   EXPECT_THAT(Parse("{{ messages.nope() }}").Render({{"user", "hi"}}, false),
               StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("chat template failed: ")));
   EXPECT_THAT(Parse("x").Render({{"user", "hi"}}, false, {"[1, 2]"}),
               StatusIs(absl::StatusCode::kInvalidArgument, "tools[0]: not a JSON object"));
+}
+
+// A failure deep in a real template is one short line naming the message at fault, not the
+// template source quoted once per enclosing block.
+TEST(ChatTemplateTest, RenderErrorsAreOneLineNamingTheMessage) {
+  std::unique_ptr<Tokenizer> tokenizer = testing::DefaultModelTokenizer();
+  ASSERT_NE(tokenizer, nullptr);
+  absl::StatusOr<ChatTemplate> chat = ChatTemplate::FromJinja(tokenizer->chat_template(), "", "");
+  KVSERVE_ASSERT_OK(chat);
+  ChatMessage call{.role = "assistant", .content = std::nullopt};
+  call.tool_calls.push_back({.id = "c1", .name = "f", .arguments = "{}"});
+  const absl::StatusOr<std::string> text =
+      chat->Render({{"user", "hi"}, call, {"tool", "42"}}, true);
+  ASSERT_THAT(text, StatusIs(absl::StatusCode::kInvalidArgument,
+                             StartsWith("messages[1]: chat template failed: ")));
+  EXPECT_EQ(text.status().message().find('\n'), absl::string_view::npos) << text.status();
+  EXPECT_LT(text.status().message().size(), 400u) << text.status();
+}
+
+// The default model's template ignores tools and tool calls: with the fallback the model sees
+// the tools in the system prompt and its calls as text, and content none renders.
+TEST(ChatTemplateTest, ToolFallbackShowsToolsAndCallsToATemplateThatIgnoresThem) {
+  std::unique_ptr<Tokenizer> tokenizer = testing::DefaultModelTokenizer();
+  ASSERT_NE(tokenizer, nullptr);
+  absl::StatusOr<ChatTemplate> chat = ChatTemplate::FromJinja(tokenizer->chat_template(), "", "");
+  KVSERVE_ASSERT_OK(chat);
+  EXPECT_FALSE(chat->renders_tools());
+  EXPECT_FALSE(chat->renders_tool_calls());
+  ChatMessage call{.role = "assistant", .content = std::nullopt};
+  call.tool_calls.push_back(
+      {.id = "c1", .name = "get_weather", .arguments = R"({"city": "Paris"})"});
+  const std::vector<ChatMessage> messages = {{"user", "Weather in Paris?"}, call, {"tool", "18 C"}};
+  const std::string tool =
+      R"({"type": "function", "function": {"name": "get_weather", "parameters": {}}})";
+  // Without the fallback: as transformers, the tools are dropped (and here content none fails).
+  absl::StatusOr<std::string> exact = chat->Render({messages[0]}, true, {tool});
+  KVSERVE_ASSERT_OK(exact);
+  EXPECT_EQ(exact->find("get_weather"), std::string::npos);
+  absl::StatusOr<std::string> text = chat->Render(messages, true, {tool}, /*tool_fallback=*/true);
+  KVSERVE_ASSERT_OK(text);
+  EXPECT_EQ(text->rfind("<|im_start|>system\n", 0), 0u) << *text;
+  EXPECT_NE(text->find("<tools>\n" + tool + "\n</tools>"), std::string::npos) << *text;
+  EXPECT_NE(text->find("<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", "
+                       "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call><|im_end|>"),
+            std::string::npos)
+      << *text;
+  EXPECT_NE(text->find("<|im_start|>tool\n18 C<|im_end|>"), std::string::npos) << *text;
+  // A client's system message keeps its text, the tools after it; indices stay the client's.
+  absl::StatusOr<std::string> with_system =
+      chat->Render({{"system", "Be brief."}, messages[0]}, true, {tool}, true);
+  KVSERVE_ASSERT_OK(with_system);
+  EXPECT_EQ(with_system->rfind("<|im_start|>system\nBe brief.\n\nYou have access", 0), 0u)
+      << *with_system;
+  EXPECT_THAT(chat->Render({messages[0], {"assistant", std::nullopt}}, true, {tool}, true),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       StartsWith("messages[1]: chat template failed: ")));
+}
+
+// A template that renders tools itself (Qwen 2.5's) is left as it is.
+TEST(ChatTemplateTest, ToolFallbackLeavesATemplateThatRendersTools) {
+  std::ifstream file(std::string(KVSERVE_SOURCE_DIR) +
+                     "/tests/tokenizer/testdata/chat_templates/Qwen-Qwen2.5-7B-Instruct.jinja");
+  std::stringstream source;
+  source << file.rdbuf();
+  absl::StatusOr<ChatTemplate> chat = ChatTemplate::FromJinja(source.str(), "", "");
+  KVSERVE_ASSERT_OK(chat);
+  EXPECT_TRUE(chat->renders_tools());
+  EXPECT_TRUE(chat->renders_tool_calls());
+  const std::string tool = R"({"type": "function", "function": {"name": "get_weather"}})";
+  EXPECT_EQ(*chat->Render({{"user", "hi"}}, true, {tool}, true),
+            *chat->Render({{"user", "hi"}}, true, {tool}, false));
 }
 
 TEST(ChatTemplateTest, CopiesRenderConcurrently) {

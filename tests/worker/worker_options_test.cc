@@ -47,6 +47,9 @@ TEST(WorkerOptions, DefaultsAreValidAndEveryBadFlagIsNamed) {
       {[](WorkerOptions* o) { o->structured_output_timeout_s = 0; },
        "--structured_output_timeout_s"},
       {[](WorkerOptions* o) { o->worker_id = std::string(200, 'w'); }, "--worker_id"},
+      {[](WorkerOptions* o) { o->served_model_name = "Smollm2 135M"; }, "--served_model_name"},
+      {[](WorkerOptions* o) { o->served_model_name = std::string(300, 'm'); },
+       "--served_model_name"},
   };
   for (const Case& c : cases) {
     WorkerOptions options = good;
