@@ -175,6 +175,7 @@ bool Scheduler::TryAdmit(Sequence* seq, absl::Time now) {
                                   start->num_host_tokens);
   }
   seq->num_computed_tokens = start->num_cached_tokens;
+  request->num_computed_context_tokens = seq->num_computed_tokens;
   seq->status = SequenceStatus::kRunning;
   seq->admit_order = next_admit_order_++;
   running_.push_back(seq);
@@ -296,6 +297,7 @@ absl::StatusOr<std::vector<SequenceToken>> Scheduler::Update(const StepPlan& pla
     absl::Status status = manager_->CommitComputed(seq->id, entry.num_scheduled_tokens);
     if (!status.ok()) return status;
     seq->num_computed_tokens += entry.num_scheduled_tokens;
+    seq->request->num_computed_context_tokens = seq->num_computed_tokens;
     if (entry.sample) {
       if (next_sampled >= result.sampled.size() || result.sampled[next_sampled].id != seq->id) {
         return absl::InternalError(absl::StrCat("Update: no sampled token for sequence ", seq->id));

@@ -35,6 +35,10 @@ struct RequestState {
   int32_t cached_prompt_tokens = 0;  // from the first admission of the first sequence
   bool cached_prompt_tokens_known = false;
   int32_t num_live_sequences = 0;  // sequences not finished
+  // Context tokens computed (or found cached) of the sequence last admitted or stepped, for
+  // progress reports; and when the request's stream last got a message (or the submit time).
+  int32_t num_computed_context_tokens = 0;
+  absl::Time last_message_time;
 };
 
 enum class SequenceStatus { kWaiting, kRunning, kFinished };
