@@ -59,7 +59,10 @@ v1::WorkerGenerateRequest RequestProgress::WorkerRequest(const RoutingDecision& 
   return call;
 }
 
-bool RequestProgress::Apply(v1::GenerateResponse* response) {
+RequestProgress::MessageKind RequestProgress::Apply(v1::GenerateResponse* response) {
+  if (response->has_prefill_progress() && response->choices_size() == 0 && !response->has_usage()) {
+    return MessageKind::kProgress;
+  }
   const int n = static_cast<int>(choices_.size());
   for (const v1::ChoiceDelta& delta : response->choices()) {
     if (delta.index() < 0 || delta.index() >= n) continue;
@@ -70,8 +73,9 @@ bool RequestProgress::Apply(v1::GenerateResponse* response) {
     completion_tokens_ += delta.token_ids_size();
     if (delta.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) choice.finished = true;
   }
+  response->clear_prefill_progress();  // a worker-internal field, whatever came with it
   response->set_request_id(request_->client_request_id);
-  if (!response->has_usage()) return false;
+  if (!response->has_usage()) return MessageKind::kOutput;
   const int32_t prompt_tokens = static_cast<int32_t>(request_->prompt_token_ids.size());
   // The worker that finished the request counts the prompt tokens it found cached.
   const int32_t cached = std::min(response->usage().cached_prompt_tokens(), prompt_tokens);
@@ -79,7 +83,7 @@ bool RequestProgress::Apply(v1::GenerateResponse* response) {
   usage->set_prompt_tokens(prompt_tokens);
   usage->set_completion_tokens(completion_tokens_);
   usage->set_cached_prompt_tokens(cached);
-  return true;
+  return MessageKind::kLast;
 }
 
 bool RequestProgress::all_finished() const {
