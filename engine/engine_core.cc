@@ -236,6 +236,16 @@ void EngineCore::AbortAll(const absl::Status& status) {
 
 absl::Status EngineCore::Step() {
   if (!scheduler_->has_work()) return absl::OkStatus();
+  // A request that wants progress reports every `interval` gets them only between steps: keep
+  // each step within twice the shortest such interval, so a report is never more than about
+  // three intervals apart.
+  absl::Duration shortest_interval = absl::InfiniteDuration();
+  for (const auto& [id, request] : requests_) {
+    const absl::Duration interval = request->request.progress_interval;
+    if (interval > absl::ZeroDuration()) shortest_interval = std::min(shortest_interval, interval);
+  }
+  scheduler_->SetStepTimeBound(
+      shortest_interval == absl::InfiniteDuration() ? absl::ZeroDuration() : 2 * shortest_interval);
   const absl::Time start = absl::Now();
   StepPlan plan = scheduler_->Schedule(start);
   for (Sequence* seq : scheduler_->TakeStalled()) {

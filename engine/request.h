@@ -73,7 +73,9 @@ struct EngineRequest {
   // While the request has no output (prefilling, or waiting in the queue), the engine pushes a
   // progress report (EngineOutput::prefill_computed_tokens) after a step once this long passed
   // since the request's previous message: at most one per step, none while tokens flow.
-  // Zero: no reports (worker.proto WorkerGenerateRequest.progress_interval_ms).
+  // While such a request is live the scheduler paces prefills into steps within twice the
+  // shortest interval (Scheduler::SetStepTimeBound). Zero: no reports (worker.proto
+  // WorkerGenerateRequest.progress_interval_ms).
   absl::Duration progress_interval = absl::ZeroDuration();
 };
 
