@@ -205,7 +205,9 @@ StepPlan Scheduler::Schedule(absl::Time now) {
     if (!decodes && !step_.empty()) {  // step_ holds the decodes
       budget_ = std::min(budget_, PrefillCap(static_cast<int32_t>(step_.size())));
     }
-    if (!decodes && paced_prompt_tokens_ > 0) budget_ = std::min(budget_, paced_prompt_tokens_);
+    if (!decodes && step_time_bound_ > absl::ZeroDuration() && paced_prompt_tokens_ > 0) {
+      budget_ = std::min(budget_, paced_prompt_tokens_);
+    }
     for (size_t i = 0; i < running_.size() && budget_ > 0; ++i) {
       Sequence* seq = running_[i];
       const int32_t need = seq->num_uncomputed();
@@ -263,10 +265,7 @@ void Scheduler::OnStepDone(int32_t decode_tokens, int32_t prompt_tokens, absl::D
   paced_prompt_tokens_ = std::max(manager_->block_size(), static_cast<int32_t>(next));
 }
 
-void Scheduler::SetStepTimeBound(absl::Duration bound) {
-  step_time_bound_ = bound;
-  if (bound <= absl::ZeroDuration()) paced_prompt_tokens_ = 0;
-}
+void Scheduler::SetStepTimeBound(absl::Duration bound) { step_time_bound_ = bound; }
 
 void Scheduler::AddToPlan(Sequence* seq, int32_t num_tokens, StepPlan* plan) {
   ScheduledSequence& entry = plan->sequences.emplace_back();

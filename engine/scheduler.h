@@ -104,7 +104,8 @@ class Scheduler {
   // capped at what the last prefilling step's time says fits in half of it (at least a block,
   // and at most max_num_batched_tokens). The engine sets it from its live requests' progress
   // intervals, so that a long prefill on a slow machine runs as steps short enough for its
-  // progress reports to come in time (EngineRequest::progress_interval).
+  // progress reports to come in time (EngineRequest::progress_interval). What the steps taught
+  // is kept while no bound is set, so only the engine's first prefilling step runs unpaced.
   void SetStepTimeBound(absl::Duration bound);
 
   // The sequence's choice finished: frees its blocks now.
@@ -160,7 +161,7 @@ class Scheduler {
   int64_t num_preemptions_ = 0;
   StepTimeEstimator step_time_;
   absl::Duration step_time_bound_ = absl::ZeroDuration();  // SetStepTimeBound
-  int32_t paced_prompt_tokens_ = 0;                        // its cap on prompt tokens; 0: none
+  int32_t paced_prompt_tokens_ = 0;  // its cap on prompt tokens, once a step was measured
 };
 
 }  // namespace kvserve

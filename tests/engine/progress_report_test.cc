@@ -106,26 +106,36 @@ TEST(ProgressReportTest, ReportsAreSpacedByTheInterval) {
   }
 }
 
-// The prefill steps of one 3,000-token prompt, as (prompt tokens, the step's time by the model).
-std::vector<std::pair<int32_t, absl::Duration>> PrefillSteps(absl::Duration progress_interval) {
-  // A prompt token costs 0.02 ms plus 0.1 ms per thousand tokens of context it attends to: an
-  // unpaced 1,024-token chunk takes about 126 ms, the last ones of the prompt over 300 ms.
+// A prompt token costs 0.02 ms plus 0.1 ms per thousand tokens of context it attends to: an
+// unpaced 1,024-token chunk takes about 126 ms, the last ones of a 3,000-token prompt over 300 ms.
+FakeModelOptions SlowModel() {
   FakeModelOptions model;
   model.max_context_len = 4096;
   model.step_time = {
       .fixed_ms = 0.5, .prefill_token_ms = 0.02, .prefill_attention_ms_per_mtoken = 100};
+  return model;
+}
+
+std::unique_ptr<EngineCore> SlowCore() {
   EngineOptions options;
   options.block_size = 16;
   options.num_kv_blocks = 256;
   options.max_num_seqs = 4;
   options.max_num_batched_tokens = 1024;
-  std::unique_ptr<EngineCore> core = MakeCore(options, model);
-  std::mt19937 rng(17);
-  EngineRequest request = MakeRequest("long", RandomPrompt(rng, 3000), 2);
+  return MakeCore(options, SlowModel());
+}
+
+// The prefill steps of one 3,000-token prompt run alone on `core`, as (prompt tokens, the step's
+// time by the model).
+std::vector<std::pair<int32_t, absl::Duration>> PrefillSteps(absl::Duration progress_interval,
+                                                             EngineCore* core, uint32_t seed = 17) {
+  const FakeModelOptions model = SlowModel();
+  std::mt19937 rng(seed);
+  EngineRequest request = MakeRequest("long" + std::to_string(seed), RandomPrompt(rng, 3000), 2);
   request.progress_interval = progress_interval;
   auto stream = SubmitToCore(*core, std::move(request));
   std::vector<std::pair<int32_t, absl::Duration>> steps;
-  int64_t context = 0;
+  int64_t context = 0;  // one prompt, no decodes among its prefill chunks
   RunCore(*core, [&](const StepPlan& plan) {
     for (const ScheduledSequence& seq : plan.sequences) {
       if (IsDecode(seq)) continue;
@@ -144,7 +154,8 @@ std::vector<std::pair<int32_t, absl::Duration>> PrefillSteps(absl::Duration prog
 
 TEST(ProgressReportTest, ASlowPrefillIsPacedIntoStepsWithinTwiceTheInterval) {
   const absl::Duration interval = absl::Milliseconds(20);
-  const std::vector<std::pair<int32_t, absl::Duration>> steps = PrefillSteps(interval);
+  std::unique_ptr<EngineCore> core = SlowCore();
+  const std::vector<std::pair<int32_t, absl::Duration>> steps = PrefillSteps(interval, core.get());
   ASSERT_GT(steps.size(), 10u) << "not paced";
   // The first step has nothing measured yet; from the second on each fits twice the interval
   // (a busy machine only makes the measured steps slower, hence the chunks smaller).
@@ -157,11 +168,25 @@ TEST(ProgressReportTest, ASlowPrefillIsPacedIntoStepsWithinTwiceTheInterval) {
 }
 
 TEST(ProgressReportTest, WithoutProgressReportsPrefillsAreNotPaced) {
-  const std::vector<std::pair<int32_t, absl::Duration>> steps = PrefillSteps(absl::ZeroDuration());
+  std::unique_ptr<EngineCore> core = SlowCore();
+  const std::vector<std::pair<int32_t, absl::Duration>> steps =
+      PrefillSteps(absl::ZeroDuration(), core.get());
   ASSERT_EQ(steps.size(), 3u);
   EXPECT_EQ(steps[0].first, 1024);
   EXPECT_EQ(steps[1].first, 1024);
   EXPECT_EQ(steps[2].first, 952);
+}
+
+TEST(ProgressReportTest, TheLearntPaceOutlivesTheRequestThatTaughtIt) {
+  const absl::Duration interval = absl::Milliseconds(20);
+  std::unique_ptr<EngineCore> core = SlowCore();
+  PrefillSteps(interval, core.get(), 17);
+  PrefillSteps(absl::ZeroDuration(), core.get(), 18);  // unpaced meanwhile: nobody asks
+  const std::vector<std::pair<int32_t, absl::Duration>> steps =
+      PrefillSteps(interval, core.get(), 19);
+  ASSERT_GT(steps.size(), 10u);
+  EXPECT_LE(steps[0].second, 2 * interval) << "the next request's first step was not paced";
+  EXPECT_LT(steps[0].first, 1024);
 }
 
 }  // namespace
