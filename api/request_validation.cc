@@ -479,6 +479,10 @@ absl::Status ValidateWorkerGenerateRequest(const v1::WorkerGenerateRequest& requ
                      absl::StrCat("must be >= 0, got ", request.kv_source().num_blocks()));
     }
   }
+  if (request.progress_interval_ms() < 0) {
+    return Invalid("progress_interval_ms",
+                   absl::StrCat("must be >= 0, got ", request.progress_interval_ms()));
+  }
   return ValidatePromptTokens(request.prompt_token_ids(), limits, "prompt_token_ids");
 }
 

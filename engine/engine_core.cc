@@ -165,6 +165,7 @@ std::unique_ptr<RequestState> EngineCore::MakeRequest(EngineRequest request,
   state->request = std::move(request);
   state->stream = std::move(stream);
   state->submit_time = submit_time;
+  state->last_message_time = submit_time;
   const SamplingOptions& s = state->request.sampling;
   state->stop_rules.stop_token_ids.insert(s.stop_token_ids.begin(), s.stop_token_ids.end());
   if (!s.ignore_eos) {
@@ -244,6 +245,16 @@ void EngineCore::AbortAll(const absl::Status& status) {
 
 absl::Status EngineCore::Step() {
   if (!scheduler_->has_work()) return absl::OkStatus();
+  // A request that wants progress reports every `interval` gets them only between steps: keep
+  // each step within twice the shortest such interval, so a report is never more than about
+  // three intervals apart.
+  absl::Duration shortest_interval = absl::InfiniteDuration();
+  for (const auto& [id, request] : requests_) {
+    const absl::Duration interval = request->request.progress_interval;
+    if (interval > absl::ZeroDuration()) shortest_interval = std::min(shortest_interval, interval);
+  }
+  scheduler_->SetStepTimeBound(
+      shortest_interval == absl::InfiniteDuration() ? absl::ZeroDuration() : 2 * shortest_interval);
   const absl::Time start = absl::Now();
   StepPlan plan = scheduler_->Schedule(start);
   for (Sequence* seq : scheduler_->TakeStalled()) {
@@ -342,8 +353,17 @@ void EngineCore::Deliver(absl::Time now) {
       output.usage = usage;
       finished.push_back(request.get());
     }
-    if (!output.choices.empty() || output.usage.has_value() || output.prompt_logprobs.has_value())
+    const absl::Duration progress_interval = request->request.progress_interval;
+    if (!output.choices.empty() || output.usage.has_value() || output.prompt_logprobs.has_value()) {
       request->stream->Push(std::move(output));
+      request->last_message_time = now;
+    } else if (progress_interval > absl::ZeroDuration() &&
+               now - request->last_message_time >= progress_interval) {
+      // No output this step (prefilling, or waiting): say the request is still being worked on.
+      output.prefill_computed_tokens = request->num_computed_context_tokens;
+      request->stream->Push(std::move(output));
+      request->last_message_time = now;
+    }
   }
   for (RequestState* request : finished) EndRequest(request, absl::OkStatus(), now);
 }

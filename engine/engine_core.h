@@ -5,7 +5,8 @@
 //
 // One Step(): Scheduler::Schedule -> ModelRunner::Execute -> Scheduler::Update -> for each
 // sampled token its ChoiceState (text, stop rules) -> finished choices free their blocks ->
-// each request's new output is pushed to its stream; finished requests get usage and close.
+// each request's new output is pushed to its stream (a request without output that asked for them
+// gets a progress report instead, at most one per step); finished requests get usage and close.
 //
 // Thread-safety: not thread-safe; one thread owns it. Exception: ValidateRequest and MakeRequest
 // read only what Create fixed, so any thread may call them while the owner steps.
@@ -122,7 +123,8 @@ class EngineCore {
              std::unique_ptr<KvCacheManager> manager, const Tokenizer* tokenizer,
              EngineObserver* observer, int32_t num_kv_blocks, int32_t max_context_len);
 
-  // Pushes each request's pending output; finishes the requests whose choices all finished.
+  // Pushes each request's pending output, or a progress report to one that has none and asked
+  // for it (EngineRequest::progress_interval); finishes the requests whose choices all finished.
   void Deliver(absl::Time now);
   // Removes the request: frees its sequences, reports it, closes its stream with `status`.
   void EndRequest(RequestState* request, const absl::Status& status, absl::Time now);

@@ -8,6 +8,8 @@
 //     string is held back until decided; a choice's final ChoiceOutput flushes what is left.
 //   - prompt_logprobs, when asked for, come once, no later than the first choice output.
 //   - The request's last message has `usage` set (and every choice finished before or in it).
+//   - A request that asked for them (EngineRequest::progress_interval) also gets progress
+//     reports while it has no output: messages with prefill_computed_tokens only.
 //
 // Thread-safety: plain values.
 #ifndef KVSERVE_ENGINE_ENGINE_OUTPUT_H_
@@ -65,6 +67,9 @@ struct EngineOutput {
   std::optional<std::vector<PositionLogprobsOutput>> prompt_logprobs;
   std::vector<ChoiceOutput> choices;
   std::optional<Usage> usage;  // set in the last message only
+  // A progress report (EngineRequest::progress_interval), alone in its message (no choices, no
+  // usage): the request's context tokens computed or found cached so far (0 while it waits).
+  std::optional<int32_t> prefill_computed_tokens;
 };
 
 }  // namespace kvserve

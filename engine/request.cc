@@ -60,6 +60,10 @@ absl::Status ValidateRequestFields(const EngineRequest& request) {
     return Invalid("sampling.prompt_logprobs", "must be >= 0", *s.prompt_logprobs);
   }
   if (request.n < 1) return Invalid("n", "must be >= 1", request.n);
+  if (request.progress_interval < absl::ZeroDuration()) {
+    return Invalid("progress_interval_ms", "must be >= 0",
+                   absl::ToDoubleMilliseconds(request.progress_interval));
+  }
   if (request.priority < -100 || request.priority > 100) {
     return Invalid("priority", "must be in [-100, 100]", request.priority);
   }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 
 namespace kvserve {
 
@@ -76,6 +77,13 @@ struct EngineRequest {
   // The choices to run. Empty: every index 0..n-1, starting from nothing.
   std::vector<ChoiceStart> choices;
   int32_t priority = 0;  // informational for now (the engine is FCFS); [-100, 100]
+  // While the request has no output (prefilling, or waiting in the queue), the engine pushes a
+  // progress report (EngineOutput::prefill_computed_tokens) after a step once this long passed
+  // since the request's previous message: at most one per step, none while tokens flow.
+  // While such a request is live the scheduler paces prefills into steps within twice the
+  // shortest interval (Scheduler::SetStepTimeBound). Zero: no reports (worker.proto
+  // WorkerGenerateRequest.progress_interval_ms).
+  absl::Duration progress_interval = absl::ZeroDuration();
 };
 
 // The seed choice `choice_index` draws from: the request seed for choice 0, a mix of both for

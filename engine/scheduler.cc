@@ -189,6 +189,7 @@ bool Scheduler::TryAdmit(Sequence* seq, absl::Time now) {
                                   start->num_host_tokens);
   }
   seq->num_computed_tokens = start->num_cached_tokens;
+  request->num_computed_context_tokens = seq->num_computed_tokens;
   seq->status = SequenceStatus::kRunning;
   seq->admit_order = next_admit_order_++;
   running_.push_back(seq);
@@ -217,6 +218,9 @@ StepPlan Scheduler::Schedule(absl::Time now) {
   for (bool decodes : {true, false}) {
     if (!decodes && !step_.empty()) {  // step_ holds the decodes
       budget_ = std::min(budget_, PrefillCap(static_cast<int32_t>(step_.size())));
+    }
+    if (!decodes && step_time_bound_ > absl::ZeroDuration() && paced_prompt_tokens_ > 0) {
+      budget_ = std::min(budget_, paced_prompt_tokens_);
     }
     for (size_t i = 0; i < running_.size() && budget_ > 0; ++i) {
       Sequence* seq = running_[i];
@@ -258,9 +262,24 @@ int32_t Scheduler::PrefillCap(int32_t num_decodes) const {
 }
 
 void Scheduler::OnStepDone(int32_t decode_tokens, int32_t prompt_tokens, absl::Duration duration) {
-  if (config_.step_time_target_ms <= 0) return;
-  step_time_.Observe(decode_tokens, prompt_tokens, absl::ToDoubleMilliseconds(duration));
+  if (config_.step_time_target_ms > 0) {
+    step_time_.Observe(decode_tokens, prompt_tokens, absl::ToDoubleMilliseconds(duration));
+  }
+  if (step_time_bound_ <= absl::ZeroDuration() || prompt_tokens == 0) return;
+  // Aim the next step at half the bound: a prompt token costs a little more with each chunk
+  // (its attention reads a longer context), and a busy machine runs steps slower than the last.
+  const double fits =
+      static_cast<double>(prompt_tokens) *
+      absl::FDivDuration(step_time_bound_ / 2, std::max(duration, absl::Microseconds(1)));
+  const int32_t previous =
+      paced_prompt_tokens_ > 0 ? paced_prompt_tokens_ : config_.max_num_batched_tokens;
+  // Grows at most 2x a step (one short step says little), shrinks at once.
+  const double next =
+      std::min({fits, 2.0 * previous, static_cast<double>(config_.max_num_batched_tokens)});
+  paced_prompt_tokens_ = std::max(manager_->block_size(), static_cast<int32_t>(next));
 }
+
+void Scheduler::SetStepTimeBound(absl::Duration bound) { step_time_bound_ = bound; }
 
 void Scheduler::AddToPlan(Sequence* seq, int32_t num_tokens, StepPlan* plan) {
   ScheduledSequence& entry = plan->sequences.emplace_back();
@@ -315,6 +334,7 @@ absl::StatusOr<std::vector<SequenceToken>> Scheduler::Update(const StepPlan& pla
     absl::Status status = manager_->CommitComputed(seq->id, entry.num_scheduled_tokens);
     if (!status.ok()) return status;
     seq->num_computed_tokens += entry.num_scheduled_tokens;
+    seq->request->num_computed_context_tokens = seq->num_computed_tokens;
     if (entry.sample) {
       if (next_sampled >= result.sampled.size() || result.sampled[next_sampled].id != seq->id) {
         return absl::InternalError(absl::StrCat("Update: no sampled token for sequence ", seq->id));

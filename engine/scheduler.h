@@ -13,7 +13,10 @@
 // cap bounds the inter-token latency that new prompts add (vLLM's chunked-prefill policy, with a
 // per-step prefill cap). With step_time_target_ms the cap is also what fits the target by the
 // StepTimeEstimator's account of the steps run so far (at least a block's worth of tokens). A
-// step with no decode is not capped: it stalls nobody. When a running sequence
+// step with no decode is not capped: it stalls nobody, unless a live request wants progress
+// reports (SetStepTimeBound): then every step's prompt tokens are paced by the measured step
+// time, so that a long prefill on a slow machine runs as steps short enough for the reports to
+// come in time. When a running sequence
 // cannot get a block, the most recently admitted running sequence is preempted: its blocks are
 // freed (KvCacheManager::PreemptSequence; with swap_preemption its partial last block is kept in
 // the host tier) and it goes back to the front of the waiting queue with every token it has;
@@ -97,7 +100,15 @@ class Scheduler {
 
   // A step ran: `decode_tokens` decodes and `prompt_tokens` prompt tokens took `duration`
   // (feeds the step-time estimate behind step_time_target_ms).
+  // Also paces prefills under SetStepTimeBound.
   void OnStepDone(int32_t decode_tokens, int32_t prompt_tokens, absl::Duration duration);
+  // A step should take at most `bound` (zero: no bound): each step's prompt tokens are then
+  // capped at what the last prefilling step's time says fits in half of it (at least a block,
+  // and at most max_num_batched_tokens). The engine sets it from its live requests' progress
+  // intervals, so that a long prefill on a slow machine runs as steps short enough for its
+  // progress reports to come in time (EngineRequest::progress_interval). What the steps taught
+  // is kept while no bound is set, so only the engine's first prefilling step runs unpaced.
+  void SetStepTimeBound(absl::Duration bound);
 
   // The sequence's choice finished: frees its blocks now.
   void FinishSequence(Sequence* sequence);
@@ -153,6 +164,8 @@ class Scheduler {
   uint64_t next_step_id_ = 1;
   int64_t num_preemptions_ = 0;
   StepTimeEstimator step_time_;
+  absl::Duration step_time_bound_ = absl::ZeroDuration();  // SetStepTimeBound
+  int32_t paced_prompt_tokens_ = 0;  // its cap on prompt tokens, once a step was measured
 };
 
 }  // namespace kvserve

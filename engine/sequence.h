@@ -46,6 +46,11 @@ struct RequestState {
   bool prompt_scores_complete() const {
     return prompt_scores.size() + 1 >= request.prompt_token_ids.size();
   }
+
+  // Context tokens computed (or found cached) of the sequence last admitted or stepped, for
+  // progress reports; and when the request's stream last got a message (or the submit time).
+  int32_t num_computed_context_tokens = 0;
+  absl::Time last_message_time;
 };
 
 enum class SequenceStatus { kWaiting, kRunning, kFinished };

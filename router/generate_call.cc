@@ -269,11 +269,15 @@ void GenerateCall::OnAdmitted(AdmissionOutcome outcome) {
     // A call cancelled by its own deadline counts as a deadline, whichever check saw it first
     // (the client's timer usually fires, and cancels, a moment before the server's).
     const bool past_deadline = absl::Now() + absl::Milliseconds(50) >= deadline_;
-    const absl::string_view reason =
-        past_deadline ? absl::string_view("deadline") : RefusalLabel(outcome.refusal);
+    // No worker left to continue a request that workers failed (crashed, stalled, drained) is
+    // not a cluster without workers: it counts as workers_failed, not no_worker.
+    const bool workers_failed = attempt > 0 && outcome.refusal == AdmissionRefusal::kNoWorker;
+    const absl::string_view reason = past_deadline    ? absl::string_view("deadline")
+                                     : workers_failed ? absl::string_view("workers_failed")
+                                                      : RefusalLabel(outcome.refusal);
     metrics->RecordRejection(reason);
     LogRequestRefused(request_.client_request_id, reason, outcome.decision.status());
-    if (attempt > 0 && outcome.refusal == AdmissionRefusal::kNoWorker) {
+    if (workers_failed) {
       absl::Status failure;
       {
         absl::MutexLock lock(&mu_);
@@ -343,6 +347,7 @@ void GenerateCall::OpenUpstream(const RoutingDecision& decision,
         .Field("tokens", tokens_so_far)
         .Field("reason", reason.message());
   }
+  request.set_progress_interval_ms(worker->progress_interval_ms());
   auto upstream =
       std::make_shared<Upstream>(this, decision.worker_id, std::move(worker), std::move(request));
   upstream->Begin();
@@ -366,17 +371,22 @@ void GenerateCall::OnUpstreamMessage(Upstream* upstream) {
     absl::MutexLock lock(&mu_);
     read_in_flight_ = false;
     if (!cancelled_ && !client_gone_) {
-      first = !upstream->started;
-      upstream->started = true;
-      if (!first_message_time_.has_value()) first_message_time_ = absl::Now();
-      if (progress_.Apply(upstream->response())) {
-        upstream->got_usage = true;
-        delivered = upstream->response()->usage().cached_prompt_tokens();
-        cached_tokens_ = delivered;
+      // A progress report only reset the stall clock (Upstream::OnReadDone): nothing to send,
+      // and the next read starts at once.
+      const RequestProgress::MessageKind kind = progress_.Apply(upstream->response());
+      if (kind != RequestProgress::MessageKind::kProgress) {
+        first = !upstream->started;
+        upstream->started = true;
+        if (!first_message_time_.has_value()) first_message_time_ = absl::Now();
+        if (kind == RequestProgress::MessageKind::kLast) {
+          upstream->got_usage = true;
+          delivered = upstream->response()->usage().cached_prompt_tokens();
+          cached_tokens_ = delivered;
+        }
+        write_message_.Swap(upstream->response());  // the next read starts after the send
+        write_in_flight_ = true;
+        actions.write = true;
       }
-      write_message_.Swap(upstream->response());  // the next read starts after the send
-      write_in_flight_ = true;
-      actions.write = true;
     }
     PlanLocked(&actions);
   }

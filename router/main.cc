@@ -61,7 +61,9 @@ ABSL_FLAG(double, worker_liveness_timeout_s, 10.0,
           "A worker whose status stream is silent this long (a hung or starved engine) gets "
           "no new requests until it publishes again; its running ones go on (>= 1)");
 ABSL_FLAG(double, stream_progress_timeout_s, 30.0,
-          "A request stream with no message from its worker this long moves to another");
+          "A request stream with no message from its worker this long moves to another; a "
+          "request still prefilling or queued gets progress reports every quarter of it, so "
+          "keep it well above one engine step (>= 1)");
 ABSL_FLAG(int32_t, http_port, -1,
           "OpenAI-compatible HTTP API port on the host of --listen (-1: off, 0: any free port)");
 ABSL_FLAG(std::vector<std::string>, http_model_aliases, {},

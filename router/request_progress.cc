@@ -60,7 +60,11 @@ v1::WorkerGenerateRequest RequestProgress::WorkerRequest(const RoutingDecision& 
   return call;
 }
 
-bool RequestProgress::Apply(v1::GenerateResponse* response) {
+RequestProgress::MessageKind RequestProgress::Apply(v1::GenerateResponse* response) {
+  if (response->has_prefill_progress() && response->choices_size() == 0 &&
+      !response->has_usage() && response->prompt_logprobs_size() == 0) {
+    return MessageKind::kProgress;
+  }
   const int n = static_cast<int>(choices_.size());
   if (response->prompt_logprobs_size() > 0) {
     if (prompt_logprobs_sent_) response->clear_prompt_logprobs();
@@ -75,8 +79,9 @@ bool RequestProgress::Apply(v1::GenerateResponse* response) {
     completion_tokens_ += delta.token_ids_size();
     if (delta.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) choice.finished = true;
   }
+  response->clear_prefill_progress();  // a worker-internal field, whatever came with it
   response->set_request_id(request_->client_request_id);
-  if (!response->has_usage()) return false;
+  if (!response->has_usage()) return MessageKind::kOutput;
   const int32_t prompt_tokens = static_cast<int32_t>(request_->prompt_token_ids.size());
   // The worker that finished the request counts the prompt tokens it found cached.
   const int32_t cached = std::min(response->usage().cached_prompt_tokens(), prompt_tokens);
@@ -84,7 +89,7 @@ bool RequestProgress::Apply(v1::GenerateResponse* response) {
   usage->set_prompt_tokens(prompt_tokens);
   usage->set_completion_tokens(completion_tokens_);
   usage->set_cached_prompt_tokens(cached);
-  return true;
+  return MessageKind::kLast;
 }
 
 bool RequestProgress::all_finished() const {

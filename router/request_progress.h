@@ -49,11 +49,18 @@ class RequestProgress {
   // no longer asks for them (so the client gets them exactly once).
   kvserve::v1::WorkerGenerateRequest WorkerRequest(const RoutingDecision& decision) const;
 
+  // What a worker message is to the client.
+  enum class MessageKind {
+    kOutput,    // output to forward
+    kLast,      // output to forward, with usage: the request's last message
+    kProgress,  // a progress report (worker.proto progress_interval_ms): proof that the worker
+                // is working on the request, not output; the client never sees it
+  };
   // Records a worker message and rewrites it for the client (request id; on the message with
   // usage: the original prompt's tokens, completion tokens over every call, the cached prompt
-  // tokens this worker reported; prompt logprobs only the first time any call sends them).
-  // Returns true when the message carried usage.
-  bool Apply(kvserve::v1::GenerateResponse* response);
+  // tokens this worker reported; prompt logprobs only the first time any call sends them). A
+  // progress report is neither recorded nor rewritten.
+  MessageKind Apply(kvserve::v1::GenerateResponse* response);
 
   // Every choice has its finish reason.
   bool all_finished() const;

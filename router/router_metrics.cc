@@ -32,7 +32,8 @@ constexpr std::pair<const char*, const char*> kWorkerGauges[] = {
 // RefusalLabel of router/admission_queue.h), exported at 0 from the start.
 constexpr const char* kRejectionReasons[] = {
     "queue_full",       "never_fits", "no_worker", "shutting_down",        "unauthenticated",
-    "invalid_argument", "deadline",   "cancelled", "migrations_exhausted", "worker_error"};
+    "invalid_argument", "deadline",   "cancelled", "migrations_exhausted", "workers_failed",
+    "worker_error"};
 
 // The states of kvserve_router_worker_index_state, in the order of WorkerGauges::index_states.
 constexpr const char* kIndexStates[] = {"exact", "resyncing", "stale"};

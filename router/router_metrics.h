@@ -57,7 +57,8 @@ class RouterMetrics {
   // blocks (RoutingDecision::transfer_blocks) instead of computing them.
   void RecordTransferPlanned(int64_t blocks);
   // `reason`: queue_full, never_fits, no_worker, shutting_down (RefusalLabel), unauthenticated,
-  // invalid_argument, deadline, cancelled, migrations_exhausted, worker_error.
+  // invalid_argument, deadline, cancelled, migrations_exhausted, workers_failed (every worker
+  // that could continue the request failed it), worker_error.
   void RecordRejection(absl::string_view reason);
   // Every request that ended, by gRPC status code name (e.g. "OK", "CANCELLED").
   void RecordFinished(absl::string_view code);

@@ -41,7 +41,8 @@ struct RouterServerOptions {
   // --worker_liveness_timeout_s: a worker whose status stream is silent this long is taken out
   // of rotation until it publishes again; its streams go on (router/worker_connection.h).
   double worker_liveness_timeout_s = 10.0;
-  // --stream_progress_timeout_s: a request stream with no message this long moves elsewhere.
+  // --stream_progress_timeout_s: a request stream with no message this long moves elsewhere
+  // (its worker sends progress reports every quarter of it while the request has no output).
   double stream_progress_timeout_s = 30.0;
   // --http_port: the OpenAI-compatible HTTP API on the host of --listen (plain HTTP, the same
   // bearer tokens as gRPC); -1: off, 0: any free port.

@@ -66,6 +66,11 @@ void WorkerConnection::NoteProgress(uint64_t call) {
   if (it != calls_.end()) it->second.last_progress = absl::Now();
 }
 
+int32_t WorkerConnection::progress_interval_ms() const {
+  return static_cast<int32_t>(
+      std::max<int64_t>(1, absl::ToInt64Milliseconds(options_.stream_progress_timeout / 4)));
+}
+
 bool WorkerConnection::UnregisterCall(uint64_t call) {
   absl::MutexLock lock(&mu_);
   auto it = calls_.find(call);

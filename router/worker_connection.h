@@ -26,7 +26,11 @@
 //     slow, not lost, and failing its streams over would move the overload, not relieve it;
 //   - request streams registered with RegisterCall: each one that makes no progress for
 //     `stream_progress_timeout` is cancelled (UnregisterCall then says so, and the proxy
-//     migrates it): this is what moves the requests of a hung engine.
+//     migrates it): this is what moves the requests of a hung engine. Progress is any message:
+//     output, or a progress report, which the worker sends after an engine step while the
+//     request has no output (prefilling in chunks, or queued) at most every
+//     progress_interval_ms(); so a long prompt on a slow worker is not a stall, but an engine
+//     stuck in one step is.
 //
 // Log lines (base/log.h), each naming the worker: worker_connected (its first status stream),
 // worker_lost (a stream that had delivered broke), worker_unreachable (the first failed attempt
@@ -100,8 +104,13 @@ class WorkerConnection {
 
   // A request stream on this worker (see above). `context` must stay valid until UnregisterCall.
   uint64_t RegisterCall(grpc::ClientContext* context);
-  // The stream received a message: it made progress.
+  // The stream received a message (output, or a progress report): it made progress.
   void NoteProgress(uint64_t call);
+  // The progress report interval to ask of the worker for each request stream
+  // (WorkerGenerateRequest.progress_interval_ms): a quarter of stream_progress_timeout, so that
+  // a request that is prefilling or queued behind a live engine reports several times within
+  // the timeout, as long as one engine step takes well under it.
+  int32_t progress_interval_ms() const;
   // True when the connection cancelled the call because the worker stopped answering or the
   // stream made no progress: a worker failure, not the client's cancel.
   bool UnregisterCall(uint64_t call);

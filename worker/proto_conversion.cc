@@ -125,6 +125,9 @@ void ToProto(const EngineOutput& output, const std::string& request_id,
     usage->set_completion_tokens(output.usage->completion_tokens);
     usage->set_cached_prompt_tokens(output.usage->cached_prompt_tokens);
   }
+  if (output.prefill_computed_tokens.has_value()) {
+    response->mutable_prefill_progress()->set_computed_tokens(*output.prefill_computed_tokens);
+  }
 }
 
 void ToProto(const EngineStats& stats, v1::Capacity* capacity) {

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "api/prompt_conversion.h"
 #include "api/serving_fingerprint.h"
 #include "base/build_info.h"
@@ -173,6 +174,7 @@ absl::StatusOr<StartedRequest> ServingContext::StartWorkerGenerate(
   engine_request.prompt_token_ids.assign(request.prompt_token_ids().begin(),
                                          request.prompt_token_ids().end());
   engine_request.cache_salt = request.cache_salt();
+  engine_request.progress_interval = absl::Milliseconds(request.progress_interval_ms());
   engine_request.sampling = ResolveSampling(request.sampling(), limits_);
   engine_request.n = ResolveN(request.sampling());
   if (absl::Status s = CompileConstraint(request.sampling(), &engine_request.sampling); !s.ok()) {

@@ -471,6 +471,18 @@ TEST(ValidateWorkerGenerateRequest, RefusesBadChoicesAndIds) {
               absl::StatusCode::kInvalidArgument, "request_id");
 }
 
+TEST(ValidateWorkerGenerateRequest, RefusesANegativeProgressInterval) {
+  v1::WorkerGenerateRequest request;
+  request.set_request_id("r1");
+  request.add_prompt_token_ids(3);
+  request.add_choices()->set_index(0);
+  request.set_progress_interval_ms(250);
+  KVSERVE_EXPECT_OK(ValidateWorkerGenerateRequest(request, TestLimits()));
+  request.set_progress_interval_ms(-1);
+  ExpectError(ValidateWorkerGenerateRequest(request, TestLimits()),
+              absl::StatusCode::kInvalidArgument, "progress_interval_ms");
+}
+
 TEST(ValidateFetchKvBlocksRequest, NamesTheBadField) {
   v1::FetchKvBlocksRequest request;
   EXPECT_THAT(ValidateFetchKvBlocksRequest(request),

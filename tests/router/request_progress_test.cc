@@ -40,7 +40,7 @@ TEST(RequestProgressTest, OneChoiceResubmitsItsGeneratedTokensAsContext) {
   const ProxiedRequest request = Request(1);
   RequestProgress progress(&request);
   v1::GenerateResponse response = Delta(0, {10, 11, 12}, "abc");
-  EXPECT_FALSE(progress.Apply(&response));
+  EXPECT_EQ(progress.Apply(&response), RequestProgress::MessageKind::kOutput);
   EXPECT_EQ(response.request_id(), "client-1");
 
   const RouteRequest route = progress.RouteFor({"w1"});
@@ -125,11 +125,31 @@ TEST(RequestProgressTest, UsageCountsEveryCallAndTheOriginalPrompt) {
   last.mutable_usage()->set_prompt_tokens(7);  // the second worker's prompt: prompt + generated
   last.mutable_usage()->set_completion_tokens(1);
   last.mutable_usage()->set_cached_prompt_tokens(99);
-  EXPECT_TRUE(progress.Apply(&last));
+  EXPECT_EQ(progress.Apply(&last), RequestProgress::MessageKind::kLast);
   EXPECT_EQ(last.usage().prompt_tokens(), 5);
   EXPECT_EQ(last.usage().completion_tokens(), 3);
   EXPECT_EQ(last.usage().cached_prompt_tokens(), 5) << "capped at the prompt";
   EXPECT_TRUE(progress.all_finished());
+}
+
+TEST(RequestProgressTest, AProgressReportIsNotOutput) {
+  const ProxiedRequest request = Request(1);
+  RequestProgress progress(&request);
+  v1::GenerateResponse report;
+  report.set_request_id("router-r1");
+  report.mutable_prefill_progress()->set_computed_tokens(4);
+  EXPECT_EQ(progress.Apply(&report), RequestProgress::MessageKind::kProgress);
+  // Nothing recorded: the resubmission and the usage are as if it never came.
+  EXPECT_EQ(progress.RouteFor({}).tokens.size(), 5u);
+  EXPECT_EQ(progress.WorkerRequest(RoutingDecision{}).choices(0).generated_token_ids_size(), 0);
+  EXPECT_FALSE(progress.UsageOnlyEnding().has_value());
+
+  // Output that (oddly) comes with a report is output, and the report is not forwarded.
+  v1::GenerateResponse both = Delta(0, {10}, "a");
+  both.mutable_prefill_progress()->set_computed_tokens(5);
+  EXPECT_EQ(progress.Apply(&both), RequestProgress::MessageKind::kOutput);
+  EXPECT_FALSE(both.has_prefill_progress());
+  EXPECT_EQ(both.request_id(), "client-1");
 }
 
 TEST(RequestProgressTest, OnlyARequestWhoseChoicesAllFinishedMayEndWithUsageAlone) {

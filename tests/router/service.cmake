@@ -13,3 +13,8 @@ kvserve_add_test(NAME router_request_progress_test
 kvserve_add_test(NAME router_metrics_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/router_metrics_test.cc LIBS kvserve_router GTest::gmock
   LABELS unit)
+# The stall rule of a request stream (progress reports, and a silent stream that moves), with the
+# router's real parts against a scripted Worker server on loopback.
+kvserve_add_test(NAME router_stream_stall_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/stream_stall_test.cc
+  LIBS kvserve_router kvserve_router_test_util GTest::gmock LABELS unit TIMEOUT 120)
