@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "api/serving_fingerprint.h"
+#include "base/log.h"
 #include "base/status_macros.h"
 #include "http/completion_call.h"
 #include "http/error_mapping.h"
@@ -253,7 +254,15 @@ void OpenAiFrontEnd::Generate(OpenAiEndpoint endpoint, const CallContext& call,
   absl::StatusOr<OpenAiMappingOptions> mapping = MappingOptions(call);
   if (!mapping.ok()) return RespondError(*exchange, mapping.status(), input_field);
   absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(endpoint, request.body, *mapping);
-  if (!parsed.ok()) return RespondError(*exchange, parsed.status(), input_field);
+  if (!parsed.ok()) {
+    // Refused before any backend saw it: the front end's own request_refused line, as router
+    // and worker write one for what they refuse.
+    KVSERVE_LOG(kWarning, "request_refused")
+        .Field("id", request.request_id)
+        .Field("reason", absl::AsciiStrToLower(absl::StatusCodeToString(parsed.status().code())))
+        .Status(parsed.status());
+    return RespondError(*exchange, parsed.status(), input_field);
+  }
   // The X-Request-Id the response echoes (the server made one when none was sent): the
   // request's id everywhere, in the response's "id" and in the log lines of router and worker.
   for (v1::GenerateRequest& prompt : parsed->requests) prompt.set_request_id(request.request_id);
