@@ -118,6 +118,19 @@ EOM
 fi
 echo
 echo "Ctrl-C stops the cluster."
-# Returns when any process exits (or a signal arrives: the trap stops the rest).
-wait -n "${pids[@]}" || true
-echo "run_cluster: a process exited; stopping the others"
+# A worker that exits (killed to try the failover, say) leaves the rest running: the router moves
+# its requests and serves on with the others. The router's exit, or Ctrl-C, stops them all.
+declare -A worker_live
+for i in "${!WORKER_PORTS[@]}"; do worker_live[$i]=1; done
+while kill -0 "$router_pid" 2>/dev/null; do
+  for i in "${!worker_live[@]}"; do
+    pid=${pids[$((i + 1))]}
+    kill -0 "$pid" 2>/dev/null && continue
+    rc=0
+    wait "$pid" 2>/dev/null || rc=$?
+    echo "run_cluster: worker$i exited (status $rc; log $LOG_DIR/worker$i.log); the router serves on with the others"
+    unset "worker_live[$i]"
+  done
+  sleep 1
+done
+echo "run_cluster: the router exited; stopping the workers"
