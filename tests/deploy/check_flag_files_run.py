@@ -2,8 +2,8 @@
 """ctest deploy_flag_files_start_binaries (label e2e): every flag file under deploy/k8s starts
 the real binary. Each worker.flags / router.flags is passed with --flagfile to the built
 kvserve-worker / kvserve-router, followed by overrides for this machine only: loopback ports
-(port 0), the local default model instead of the image's path, --num_threads=1 where the
-manifests pass the container's CPU limit, a resolvable --workers_dns and a scratch auth token
+(port 0, --http_port too), the local default model instead of the image's path, --num_threads=1
+where the manifests pass the container's CPU limit, a resolvable --workers_dns and a scratch auth token
 file. Budgets are the flag file's own: --kv_memory_bytes is never replaced.
 
 Expected outcome, per file:
@@ -130,7 +130,9 @@ def main():
         for path in worker_files:
             label = str(path.relative_to(root))
             values = dict(parse_flag_lines(path.read_text(encoding="utf-8"))[0])
-            command = [worker, f"--flagfile={path}", *local, "--num_threads=1"]
+            # A fixed --http_port is taken elsewhere on a shared machine (ports are exclusive).
+            http = ["--http_port=0"] if "http_port" in values else []
+            command = [worker, f"--flagfile={path}", *local, *http, "--num_threads=1"]
             device = values.get("device") or "cpu"
             budget = int(values.get("kv_memory_bytes") or 0)
             if device.startswith("cuda"):
@@ -149,7 +151,7 @@ def main():
             auth = [f"--auth_tokens_file={tokens}"] if "auth_tokens_file" in names else []
             expect_ready(failures, str(path.relative_to(root)),
                          [router, f"--flagfile={path}", *local, "--workers_dns=localhost:1",
-                          *auth])
+                          *auth, *(["--http_port=0"] if "http_port" in names else [])])
     note = f"; not run here (budget too large): {', '.join(not_run)}" if not_run else ""
     return failures.report(f"{len(worker_files)} worker and {len(router_files)} router flag files, "
                            f"{'with' if gpu else 'without'} a GPU{note}")
