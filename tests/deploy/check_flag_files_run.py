@@ -3,8 +3,8 @@
 the real binary. Each worker.flags / router.flags is passed with --flagfile to the built
 kvserve-worker / kvserve-router, followed by overrides for this machine only: loopback ports
 (port 0, --http_port too), the local default model instead of the image's path, --num_threads=1
-where the manifests pass the container's CPU limit, a resolvable --workers_dns and a scratch auth token
-file. Budgets are the flag file's own: --kv_memory_bytes is never replaced.
+where the manifests pass the container's CPU limit, a resolvable --workers_dns and a scratch auth
+token file. Budgets are the flag file's own: --kv_memory_bytes is never replaced.
 
 Expected outcome, per file:
   - a worker with --device=cuda[:N]: on a machine with an NVIDIA GPU it must print "ready"; on
