@@ -79,6 +79,30 @@ size_t Utf8SequenceLength(absl::string_view text, size_t i) {
   return length;
 }
 
+// Appends the backslash escape both formats give `c` (quote, backslash, \n, \r, \t); false
+// when `c` has none.
+bool AppendShortEscape(unsigned char c, std::string* out) {
+  switch (c) {
+    case '"':
+      out->append("\\\"");
+      return true;
+    case '\\':
+      out->append("\\\\");
+      return true;
+    case '\n':
+      out->append("\\n");
+      return true;
+    case '\r':
+      out->append("\\r");
+      return true;
+    case '\t':
+      out->append("\\t");
+      return true;
+    default:
+      return false;
+  }
+}
+
 void AppendJsonString(absl::string_view text, std::string* out) {
   out->push_back('"');
   for (size_t i = 0; i < text.size();) {
@@ -94,28 +118,12 @@ void AppendJsonString(absl::string_view text, std::string* out) {
       }
       continue;
     }
-    switch (c) {
-      case '"':
-        out->append("\\\"");
-        break;
-      case '\\':
-        out->append("\\\\");
-        break;
-      case '\n':
-        out->append("\\n");
-        break;
-      case '\r':
-        out->append("\\r");
-        break;
-      case '\t':
-        out->append("\\t");
-        break;
-      default:
-        if (c < 0x20 || c == 0x7F) {
-          absl::StrAppendFormat(out, "\\u%04x", c);
-        } else {
-          out->push_back(static_cast<char>(c));
-        }
+    if (!AppendShortEscape(c, out)) {
+      if (c < 0x20 || c == 0x7F) {
+        absl::StrAppendFormat(out, "\\u%04x", c);
+      } else {
+        out->push_back(static_cast<char>(c));
+      }
     }
     ++i;
   }
@@ -139,29 +147,13 @@ void AppendTextValue(absl::string_view text, std::string* out) {
   out->push_back('"');
   for (char ch : text) {
     const unsigned char c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"':
-        out->append("\\\"");
-        break;
-      case '\\':
-        out->append("\\\\");
-        break;
-      case '\n':
-        out->append("\\n");
-        break;
-      case '\r':
-        out->append("\\r");
-        break;
-      case '\t':
-        out->append("\\t");
-        break;
-      default:
-        // UTF-8 text stays readable; only control bytes are escaped.
-        if (c < 0x20 || c == 0x7F) {
-          absl::StrAppendFormat(out, "\\x%02x", c);
-        } else {
-          out->push_back(ch);
-        }
+    // UTF-8 text stays readable; only control bytes are escaped.
+    if (!AppendShortEscape(c, out)) {
+      if (c < 0x20 || c == 0x7F) {
+        absl::StrAppendFormat(out, "\\x%02x", c);
+      } else {
+        out->push_back(ch);
+      }
     }
   }
   out->push_back('"');
