@@ -111,7 +111,12 @@ class GenerateCall::Upstream final : public grpc::ClientReadReactor<v1::Generate
     AddHold();
     StartCall();
   }
-  void ReadNext() { StartRead(&response_); }
+  // The stall clock counts from here: while the client is still taking the previous message no
+  // read is pending, and a worker cannot be late with what nobody asked for yet.
+  void ReadNext() {
+    worker_->NoteReadStarted(tracked_);
+    StartRead(&response_);
+  }
   void Cancel() { context_->TryCancel(); }
   void ReleaseHold() { RemoveHold(); }
 

@@ -63,7 +63,17 @@ uint64_t WorkerConnection::RegisterCall(grpc::ClientContext* context) {
 void WorkerConnection::NoteProgress(uint64_t call) {
   absl::MutexLock lock(&mu_);
   auto it = calls_.find(call);
-  if (it != calls_.end()) it->second.last_progress = absl::Now();
+  if (it == calls_.end()) return;
+  it->second.last_progress = absl::Now();
+  it->second.reading = false;
+}
+
+void WorkerConnection::NoteReadStarted(uint64_t call) {
+  absl::MutexLock lock(&mu_);
+  auto it = calls_.find(call);
+  if (it == calls_.end()) return;
+  it->second.last_progress = absl::Now();
+  it->second.reading = true;
 }
 
 int32_t WorkerConnection::progress_interval_ms() const {
@@ -96,7 +106,8 @@ void WorkerConnection::Watch() {
     }
     for (auto& entry : calls_) {
       TrackedCall& call = entry.second;
-      if (!call.cancelled_as_lost && now - call.last_progress > options_.stream_progress_timeout) {
+      if (call.reading && !call.cancelled_as_lost &&
+          now - call.last_progress > options_.stream_progress_timeout) {
         call.cancelled_as_lost = true;
         call.context->TryCancel();
       }

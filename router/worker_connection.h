@@ -26,11 +26,12 @@
 //     slow, not lost, and failing its streams over would move the overload, not relieve it;
 //   - request streams registered with RegisterCall: each one that makes no progress for
 //     `stream_progress_timeout` is cancelled (UnregisterCall then says so, and the proxy
-//     migrates it): this is what moves the requests of a hung engine. Progress is any message:
-//     output, or a progress report, which the worker sends after an engine step while the
-//     request has no output (prefilling in chunks, or queued) at most every
-//     progress_interval_ms(); so a long prompt on a slow worker is not a stall, but an engine
-//     stuck in one step is.
+//     migrates it): this is what moves the requests of a hung engine. The clock runs only while
+//     a read is pending, so a client slow to take its messages never moves a healthy worker's
+//     request. Progress is any message: output, or a progress report, which the worker sends
+//     after an engine step while the request has no output (prefilling in chunks, or queued) at
+//     most every progress_interval_ms(); so a long prompt on a slow worker is not a stall, but an
+//     engine stuck in one step is.
 //
 // Log lines (base/log.h), each naming the worker: worker_connected (its first status stream),
 // worker_lost (a stream that had delivered broke), worker_unreachable (the first failed attempt
@@ -104,8 +105,12 @@ class WorkerConnection {
 
   // A request stream on this worker (see above). `context` must stay valid until UnregisterCall.
   uint64_t RegisterCall(grpc::ClientContext* context);
-  // The stream received a message (output, or a progress report): it made progress.
+  // The stream received a message (output, or a progress report): it made progress. Until the
+  // next NoteReadStarted the stream is not expected to deliver (the client is still taking that
+  // message), so its stall clock stops.
   void NoteProgress(uint64_t call);
+  // A read of the stream's next message started: its stall clock starts from now.
+  void NoteReadStarted(uint64_t call);
   // The progress report interval to ask of the worker for each request stream
   // (WorkerGenerateRequest.progress_interval_ms): a quarter of stream_progress_timeout, so that
   // a request that is prefilling or queued behind a live engine reports several times within
@@ -118,7 +123,8 @@ class WorkerConnection {
  private:
   struct TrackedCall {
     grpc::ClientContext* context = nullptr;
-    absl::Time last_progress;
+    absl::Time last_progress;  // the last message, or the start of the read now pending
+    bool reading = true;       // a read is pending (from registration: the first one follows)
     bool cancelled_as_lost = false;
   };
 

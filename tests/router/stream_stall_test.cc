@@ -13,6 +13,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -43,6 +44,7 @@ class ScriptedWorker final : public v1::Worker::Service {
  public:
   absl::Duration silence;
   bool report = true;
+  bool early_token = false;  // one token before the silence (then the last message has two)
   std::atomic<int> calls{0};
   std::atomic<int> asked_interval_ms{-1};
   std::atomic<bool> stopping{false};
@@ -71,6 +73,12 @@ class ScriptedWorker final : public v1::Worker::Service {
     ++calls;
     asked_interval_ms = request->progress_interval_ms();
     const absl::Duration interval = absl::Milliseconds(request->progress_interval_ms());
+    if (early_token) {
+      v1::GenerateResponse first;
+      first.set_request_id(request->request_id());
+      first.add_choices()->add_token_ids(4);
+      writer->Write(first);
+    }
     const absl::Time end = absl::Now() + silence;
     absl::Time next_report = absl::Now() + interval;
     while (absl::Now() < end) {
@@ -87,10 +95,10 @@ class ScriptedWorker final : public v1::Worker::Service {
     v1::GenerateResponse last;
     last.set_request_id(request->request_id());
     v1::ChoiceDelta* delta = last.add_choices();
-    delta->add_token_ids(4);
+    if (!early_token) delta->add_token_ids(4);
     delta->add_token_ids(5);
     delta->add_token_ids(6);
-    delta->set_text("abc");
+    delta->set_text(early_token ? "bc" : "abc");
     delta->set_finish_reason(v1::FINISH_REASON_LENGTH);
     last.mutable_usage()->set_prompt_tokens(request->prompt_token_ids_size());
     last.mutable_usage()->set_completion_tokens(3);
@@ -105,12 +113,22 @@ class RecordingClient final : public GenerateClient {
   std::unique_ptr<grpc::ClientContext> NewWorkerContext() override {
     return std::make_unique<grpc::ClientContext>();
   }
+  ~RecordingClient() {
+    for (std::thread& writer : slow_writes_) writer.join();
+  }
   void Send(const v1::GenerateResponse& message) override {
     {
       absl::MutexLock lock(&mu_);
       messages_.push_back(message);
     }
-    call->OnWriteDone(true);
+    if (write_time == absl::ZeroDuration()) {
+      call->OnWriteDone(true);
+      return;
+    }
+    slow_writes_.emplace_back([this] {  // a client that takes its time to read
+      absl::SleepFor(write_time);
+      call->OnWriteDone(true);
+    });
   }
   void End(const absl::Status& status) override {
     {
@@ -132,8 +150,10 @@ class RecordingClient final : public GenerateClient {
   }
 
   GenerateCall* call = nullptr;
+  absl::Duration write_time;  // how long each message takes to reach the client
 
  private:
+  std::vector<std::thread> slow_writes_;
   absl::Mutex mu_;
   std::vector<v1::GenerateResponse> messages_ ABSL_GUARDED_BY(mu_);
   absl::Status status_ ABSL_GUARDED_BY(mu_);
@@ -255,6 +275,23 @@ TEST_F(StreamStallTest, ASilentStreamStillMovesAndFailingEveryWorkerIsNotNoWorke
   EXPECT_EQ(Counter(metrics_, "kvserve_router_requests_rejected_total", "reason", "workers_failed"),
             1);
   EXPECT_EQ(Counter(metrics_, "kvserve_router_requests_rejected_total", "reason", "no_worker"), 0);
+}
+
+TEST_F(StreamStallTest, AClientSlowerThanTheTimeoutDoesNotMoveAHealthyWorkersRequest) {
+  // The worker sends a token, then its last message after a short silence with reports; the
+  // client takes 2.5 timeouts to take each message, during which no read is pending.
+  worker_.silence = kProgressTimeout / 2;
+  worker_.report = true;
+  worker_.early_token = true;
+  RecordingClient client;
+  client.write_time = 2.5 * kProgressTimeout;
+  Run(&client);
+  EXPECT_TRUE(client.status().ok()) << client.status();
+  EXPECT_EQ(worker_.calls, 1) << "a slow client's request moved off a healthy worker";
+  EXPECT_EQ(Counter(metrics_, "kvserve_router_migrations_total", "", ""), 0);
+  const std::vector<v1::GenerateResponse> messages = client.messages();
+  ASSERT_EQ(messages.size(), 2u);
+  EXPECT_EQ(messages[1].usage().completion_tokens(), 3);
 }
 
 }  // namespace
