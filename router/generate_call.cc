@@ -572,10 +572,11 @@ void GenerateCall::Execute(Actions actions) {
 void GenerateCall::LogDone(const absl::Status& status) {
   if (!LogEnabled(LogLevel::kInfo)) return;
   const absl::Time now = absl::Now();
-  absl::MutexLock lock(&mu_);
+  // Filled under the lock, written (when `event` goes out of scope) after it is released.
   LogEvent event(LogLevel::kInfo, "request_done");
   event.Field("id", request_.client_request_id);
   if (!request_.tenant.empty()) event.Field("tenant", request_.tenant);
+  absl::MutexLock lock(&mu_);
   event.Field("workers", absl::StrJoin(workers_, ","))
       .Field("prompt_tokens", request_.prompt_token_ids.size())
       .Field("cached_tokens", cached_tokens_)
