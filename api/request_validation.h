@@ -33,6 +33,7 @@
 #include "kvserve/v1/generation.pb.h"
 #include "kvserve/v1/sampling.pb.h"
 #include "kvserve/v1/worker.pb.h"
+#include "tokenizer/unicode.h"  // IsValidUtf8
 
 namespace kvserve {
 
@@ -105,9 +106,6 @@ absl::Status ValidateWorkerGenerateRequest(const kvserve::v1::WorkerGenerateRequ
 // A worker's KV block fetch (worker -> worker): token ids present, first_block and max_blocks
 // >= 0. Whether kv_format matches is the receiving worker's to say.
 absl::Status ValidateFetchKvBlocksRequest(const kvserve::v1::FetchKvBlocksRequest& request);
-
-// True when `text` is well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF).
-bool IsValidUtf8(absl::string_view text);
 
 }  // namespace kvserve
 

@@ -15,6 +15,7 @@
 #include "absl/synchronization/notification.h"
 #include "grammar/compiled_constraint.h"
 #include "grammar/xgrammar_errors.h"
+#include "tokenizer/unicode.h"
 #include "xgrammar/compiler.h"
 #include "xgrammar/grammar.h"
 #include "xgrammar/tokenizer_info.h"
@@ -72,6 +73,13 @@ absl::StatusOr<xgrammar::Grammar> ToGrammar(const Constraint& constraint, bool a
   const std::optional<int> whitespace_cap =
       max_whitespace > 0 ? std::optional<int>(max_whitespace) : std::nullopt;
   const std::string context = absl::StrCat("invalid ", ConstraintKindName(constraint.kind));
+  // A JSON text, regex or grammar is Unicode text; bytes that are not UTF-8 would reach the
+  // output as they are (a const string of them is not JSON).
+  if (!IsValidUtf8(constraint.spec)) return absl::InvalidArgumentError(context + ": not UTF-8");
+  for (const std::string& choice : constraint.choices) {
+    if (!IsValidUtf8(choice))
+      return absl::InvalidArgumentError(context + ": a choice is not UTF-8");
+  }
   std::optional<xgrammar::Grammar> grammar;
   absl::Status status;
   switch (constraint.kind) {

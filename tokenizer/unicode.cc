@@ -165,4 +165,42 @@ size_t AppendValidUtf8(std::string_view bytes, bool final, std::string* out) {
   return pos;
 }
 
+bool IsValidUtf8(absl::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte < 0x80) {
+      ++i;
+      continue;
+    }
+    int length = 0;
+    uint32_t code_point = 0;
+    if ((byte & 0xE0) == 0xC0) {
+      length = 2;
+      code_point = byte & 0x1F;
+    } else if ((byte & 0xF0) == 0xE0) {
+      length = 3;
+      code_point = byte & 0x0F;
+    } else if ((byte & 0xF8) == 0xF0) {
+      length = 4;
+      code_point = byte & 0x07;
+    } else {
+      return false;
+    }
+    if (i + length > text.size()) return false;
+    for (int k = 1; k < length; ++k) {
+      const auto continuation = static_cast<unsigned char>(text[i + k]);
+      if ((continuation & 0xC0) != 0x80) return false;
+      code_point = (code_point << 6) | (continuation & 0x3F);
+    }
+    static constexpr uint32_t kMinForLength[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (code_point < kMinForLength[length] || code_point > 0x10FFFF ||
+        (code_point >= 0xD800 && code_point <= 0xDFFF)) {
+      return false;
+    }
+    i += length;
+  }
+  return true;
+}
+
 }  // namespace kvserve

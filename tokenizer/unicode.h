@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 
+#include "absl/strings/string_view.h"
+
 namespace kvserve {
 
 inline constexpr uint32_t kInvalidCodepoint = 0xFFFFFFFF;
@@ -40,6 +42,9 @@ int ByteLevelByte(uint32_t codepoint);
 // incomplete but could become valid is not consumed. Returns the number of bytes consumed.
 // Feeding a stream in pieces (final only on the last) gives the same output as one call.
 size_t AppendValidUtf8(std::string_view bytes, bool final, std::string* out);
+
+// True when `text` is well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF).
+bool IsValidUtf8(absl::string_view text);
 
 }  // namespace kvserve
 

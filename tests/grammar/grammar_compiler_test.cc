@@ -43,6 +43,24 @@ TEST(GrammarCompilerTest, InvalidJsonSchemaIsInvalidArgumentNamingTheProblem) {
   EXPECT_THAT(std::string(status.message()), ::testing::Not(HasSubstr(".cc:")));
 }
 
+// Found by grammar_fuzz: a const string with a byte that is not UTF-8 compiled, and the output
+// (the const, byte for byte) was not JSON. Constraint texts must be UTF-8, as request
+// validation already demands of every entry point.
+TEST(GrammarCompilerTest, ConstraintTextThatIsNotUtf8IsInvalidArgument) {
+  EXPECT_THAT(
+      CompileStatus({Constraint::kJsonSchema, "{\"const\": {\"a\": [1, \"n\xf5mber\"]}}", {}}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not UTF-8")));
+  EXPECT_THAT(CompileStatus({Constraint::kRegex,
+                             "a\xc0\xaf"
+                             "b",
+                             {}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not UTF-8")));
+  EXPECT_THAT(CompileStatus({Constraint::kChoice, "", {"yes", "n\xffo"}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("choice is not UTF-8")));
+  // Multi-byte UTF-8 is fine.
+  EXPECT_TRUE(CompileStatus({Constraint::kJsonSchema, "{\"const\": \"n\xc3\xbamero\"}", {}}).ok());
+}
+
 TEST(GrammarCompilerTest, InvalidRegexIsInvalidArgument) {
   for (const char* regex : {"(abc", "[a-", "a{2,1}"}) {
     EXPECT_THAT(CompileStatus({Constraint::kRegex, regex, {}}),
