@@ -14,7 +14,9 @@ ITL p99 and throughput against the setting.
         --rounds=3 --json=/tmp/prefill_cap.json --plot=docs/img/prefill_cap.png
     python3 bench/prefill_cap.py --replot=/tmp/prefill_cap.json --plot=docs/img/prefill_cap.png
 
-Cap 0 is no cap (a step takes up to --max_num_batched_tokens of prompt).
+Cap 0 is no cap (a step takes up to --max_num_batched_tokens of prompt). Caps and targets are
+measured alone (the default policy's automatic target and queue-wait rule off; its majority and
+prefix-join rules always on); --default adds the default policy as it ships.
 """
 
 import argparse
@@ -60,16 +62,19 @@ def loadgen(args, target, concurrency, requests, prompt_len, output_len, seed):
 
 
 def configs(args):
-    """(label, worker flag) of each configuration: the caps, then the step-time targets."""
-    out = [("none" if int(c) == 0 else c, f"--max_prefill_tokens_per_step={int(c)}")
-           for c in args.caps.split(",") if c]
-    out += [(f"{float(t):g} ms", f"--step_time_target_ms={float(t)}")
+    """(label, worker flags) of each configuration: the default policy (--default), then each
+    cap and step-time target alone (the default policy's other rules off)."""
+    alone = ["--step_time_target_ms=0", "--max_queue_wait_ms=0"]
+    out = [("default", [])] if args.default else []
+    out += [("none" if int(c) == 0 else c, [*alone, f"--max_prefill_tokens_per_step={int(c)}"])
+            for c in args.caps.split(",") if c]
+    out += [(f"{float(t):g} ms", ["--max_queue_wait_ms=0", f"--step_time_target_ms={float(t)}"])
             for t in args.targets.split(",") if t]
     return out
 
 
-def measure(args, config_flag, seed):
-    flags = [config_flag, f"--num_threads={args.threads}",
+def measure(args, config_flags, seed):
+    flags = [*config_flags, f"--num_threads={args.threads}",
              f"--kv_memory_bytes={args.kv_memory_bytes}",
              f"--max_num_batched_tokens={args.max_num_batched_tokens}", *shlex.split(args.flags)]
     worker = kvserve_e2e.Worker(os.path.join(args.build, "worker", "kvserve-worker"),
@@ -174,7 +179,9 @@ def main():
     parser.add_argument("--seed", type=int, default=332)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--kv_memory_bytes", type=int, default=1 << 30)
-    parser.add_argument("--max_num_batched_tokens", type=int, default=512)
+    parser.add_argument("--max_num_batched_tokens", type=int, default=2048)
+    parser.add_argument("--default", action="store_true",
+                        help="also measure the default policy (no cap or target flags)")
     parser.add_argument("--flags", default="", help="more kvserve-worker flags")
     parser.add_argument("--json", default=None, help="write the runs and medians here")
     parser.add_argument("--plot", default=None, help="write the plot here (PNG)")

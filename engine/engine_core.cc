@@ -87,6 +87,7 @@ EngineCore::EngineCore(const EngineOptions& options, std::unique_ptr<ModelRunner
                           .max_num_batched_tokens = options.max_num_batched_tokens,
                           .max_prefill_tokens_per_step = options.max_prefill_tokens_per_step,
                           .step_time_target_ms = options.step_time_target_ms,
+                          .max_queue_wait = absl::Milliseconds(options.max_queue_wait_ms),
                           .swap_preemption = options.preemption_mode == PreemptionMode::kSwap,
                           .defer_host_loads = options.defer_host_loads},
           manager_.get(), observer)) {}

@@ -25,13 +25,17 @@ struct EngineOptions {
   // Host memory for the host KV tier (kvcache/host_block_pool.h), in bytes of the runner's
   // blocks (ModelRunner::KvBytesPerBlock: per rank under tensor parallelism); 0: no host tier.
   int64_t host_kv_bytes = 0;
-  int32_t max_num_seqs = 64;             // sequences (choices) running at once
-  int32_t max_num_batched_tokens = 512;  // tokens computed per step; >= max_num_seqs
+  int32_t max_num_seqs = 64;              // sequences (choices) running at once
+  int32_t max_num_batched_tokens = 2048;  // tokens computed per step; >= max_num_seqs
   // Prefill tokens of a step that also decodes (SchedulerConfig); 0: up to the step's budget.
   int32_t max_prefill_tokens_per_step = 0;
   // Or: prompt tokens such that a step that also decodes should last this long, by the
-  // StepTimeEstimator's measure of the steps run (SchedulerConfig); 0: off.
-  double step_time_target_ms = 0;
+  // StepTimeEstimator's measure of the steps run (SchedulerConfig); -1 (the default): 1.5x the
+  // step's decodes alone, at least 50 ms; 0: off.
+  double step_time_target_ms = -1;
+  // A step in which a request has waited in the queue this long takes prompt tokens up to
+  // max_num_batched_tokens, whatever the caps say (SchedulerConfig::max_queue_wait); 0: never.
+  int32_t max_queue_wait_ms = 1000;
   // kSwap needs a host tier (host_kv_bytes > 0).
   PreemptionMode preemption_mode = PreemptionMode::kRecompute;
   // A sequence with blocks to load from the host tier sits out the step that loads them, so the

@@ -141,6 +141,7 @@ void Scheduler::Preempt(Sequence* victim, StepPlan* plan) {
     step_.erase(scheduled);
   }
   victim->status = SequenceStatus::kWaiting;
+  victim->waiting_since = absl::InfinitePast();  // the next Schedule starts its clock
   victim->num_computed_tokens = 0;
   Release(victim, plan);
   waiting_.push_front(victim);
@@ -215,9 +216,12 @@ StepPlan Scheduler::Schedule(absl::Time now) {
   const int64_t preemptions_before = num_preemptions_;
 
   // Running sequences: decodes first, then unfinished prefills, oldest admission first.
+  for (Sequence* seq : waiting_) {
+    if (seq->waiting_since == absl::InfinitePast()) seq->waiting_since = now;
+  }
   for (bool decodes : {true, false}) {
     if (!decodes && !step_.empty()) {  // step_ holds the decodes
-      budget_ = std::min(budget_, PrefillCap(static_cast<int32_t>(step_.size())));
+      budget_ = std::min(budget_, PrefillCap(static_cast<int32_t>(step_.size()), now));
     }
     if (!decodes && step_time_bound_ > absl::ZeroDuration() && paced_prompt_tokens_ > 0) {
       budget_ = std::min(budget_, paced_prompt_tokens_);
@@ -235,11 +239,16 @@ StepPlan Scheduler::Schedule(absl::Time now) {
   }
   // Waiting sequences, unless this step had to preempt (no room to spare).
   if (num_preemptions_ == preemptions_before) {
-    while (!waiting_.empty() && budget_ > 0) {
-      Sequence* seq = waiting_.front();
+    // Front first; one that awaits a shared prefix keeps its place, and those behind it go on.
+    for (auto it = waiting_.begin(); it != waiting_.end() && budget_ > 0;) {
+      Sequence* seq = *it;
       if (running_weight_ + Weight(*seq) > config_.max_num_seqs) break;
+      if (AwaitsSharedPrefix(*seq)) {
+        ++it;
+        continue;
+      }
       if (!TryAdmit(seq, now)) break;
-      waiting_.pop_front();
+      it = waiting_.erase(it);
     }
   }
   for (const auto& [seq, num_tokens] : step_) AddToPlan(seq, num_tokens, &plan);
@@ -250,19 +259,59 @@ StepPlan Scheduler::Schedule(absl::Time now) {
   return plan;
 }
 
-int32_t Scheduler::PrefillCap(int32_t num_decodes) const {
+int32_t Scheduler::PrefillCap(int32_t num_decodes, absl::Time now) const {
+  if (QueueLiftsCap(num_decodes, now)) return config_.max_num_batched_tokens;
   int32_t cap = config_.max_prefill_tokens_per_step > 0 ? config_.max_prefill_tokens_per_step
                                                         : config_.max_num_batched_tokens;
-  if (config_.step_time_target_ms > 0) {
-    const std::optional<int32_t> within = step_time_.PromptTokensWithin(
-        config_.step_time_target_ms, num_decodes, manager_->block_size());
+  double target_ms = config_.step_time_target_ms;
+  if (target_ms == SchedulerConfig::kAutoStepTimeTarget) {
+    const std::optional<double> decode_ms = step_time_.DecodeStepMs(num_decodes);
+    target_ms = decode_ms.has_value() ? std::max(SchedulerConfig::kAutoStepTimeRatio * *decode_ms,
+                                                 SchedulerConfig::kAutoStepTimeFloorMs)
+                                      : 0;
+  }
+  if (target_ms > 0) {
+    const std::optional<int32_t> within =
+        step_time_.PromptTokensWithin(target_ms, num_decodes, manager_->block_size());
     if (within.has_value()) cap = std::min(cap, *within);
   }
   return cap;
 }
 
+bool Scheduler::QueueLiftsCap(int32_t num_decodes, absl::Time now) const {
+  // Only sequences that could be admitted now count (the seats max_num_seqs leaves).
+  const int32_t seats = config_.max_num_seqs - running_weight_;
+  int32_t waiting = 0;
+  for (const Sequence* seq : waiting_) {
+    if (waiting >= seats) break;
+    if (config_.max_queue_wait > absl::ZeroDuration() &&
+        now - seq->waiting_since >= config_.max_queue_wait) {
+      return true;
+    }
+    waiting += Weight(*seq);
+  }
+  return std::min(waiting, seats) > num_decodes;
+}
+
+bool Scheduler::AwaitsSharedPrefix(const Sequence& seq) const {
+  if (seq.sampling.prompt_logprobs >= 0) return false;  // computes its whole prompt anyway
+  const int32_t block_size = manager_->block_size();
+  // The last token is always computed (its logits are sampled), so at most len - 1 are shared.
+  const size_t shareable = seq.tokens.size() - 1;
+  const std::string& salt = seq.request->request.cache_salt;
+  for (const Sequence* other : running_) {
+    if (other->num_uncomputed() <= 1 || other->request->request.cache_salt != salt) continue;
+    const size_t limit = std::min(shareable, other->tokens.size());
+    size_t common = 0;
+    while (common < limit && seq.tokens[common] == other->tokens[common]) ++common;
+    const int32_t full_blocks = static_cast<int32_t>(common) / block_size * block_size;
+    if (full_blocks > other->num_computed_tokens) return true;
+  }
+  return false;
+}
+
 void Scheduler::OnStepDone(int32_t decode_tokens, int32_t prompt_tokens, absl::Duration duration) {
-  if (config_.step_time_target_ms > 0) {
+  if (config_.step_time_target_ms != 0) {
     step_time_.Observe(decode_tokens, prompt_tokens, absl::ToDoubleMilliseconds(duration));
   }
   if (step_time_bound_ <= absl::ZeroDuration() || prompt_tokens == 0) return;

@@ -7,24 +7,37 @@
 //      (KvCacheManager::AddSequence attaches the cached prefix, so cached tokens cost nothing).
 // A long prompt is thus prefilled in chunks over several steps. A request that wants prompt
 // logprobs has its first choice's sequence compute every prompt position (no cached prefix
-// attached, no shared prefix sequence) and collects the runner's scores chunk by chunk. When the
-// step decodes anything, 2 and 3 together take at most max_prefill_tokens_per_step tokens: a step's
-// time grows with its prefill tokens, and every decoding stream waits for the whole step, so the
-// cap bounds the inter-token latency that new prompts add (vLLM's chunked-prefill policy, with a
-// per-step prefill cap). With step_time_target_ms the cap is also what fits the target by the
-// StepTimeEstimator's account of the steps run so far (at least a block's worth of tokens). A
-// step with no decode is not capped: it stalls nobody, unless a live request wants progress
-// reports (SetStepTimeBound): then every step's prompt tokens are paced by the measured step
-// time, so that a long prefill on a slow machine runs as steps short enough for the reports to
-// come in time. When a running sequence
-// cannot get a block, the most recently admitted running sequence is preempted: its blocks are
-// freed (KvCacheManager::PreemptSequence; with swap_preemption its partial last block is kept in
-// the host tier) and it goes back to the front of the waiting queue with every token it has;
-// nothing new is admitted in that step. Its cached prefix (and a kept partial block) spares it
-// most of the recompute when it runs again. Sampling keyed by (seed, token index) makes the resumed
-// output the same as without preemption. A sequence admitted with blocks to load from the host
-// tier sits out the step that loads them when that step has other work (defer_host_loads): the
-// runner overlaps the loads with the others' forward, and nobody waits for them.
+// attached, no shared prefix sequence) and collects the runner's scores chunk by chunk.
+//
+// The prefill policy (the default; docs/architecture.md says why). Every decoding stream waits
+// for the whole step, so prompt tokens in a step that decodes are what makes the inter-token
+// tail:
+//   - a step that decodes takes prompt tokens up to the step-time target: step_time_target_ms,
+//     by default 1.5x the StepTimeEstimator's time for the step's decodes alone and at least
+//     50 ms (at least a block of tokens; the first mixed steps run uncapped and teach it), and
+//     at most max_prefill_tokens_per_step when that is set;
+//   - the caps give way (the step takes up to max_num_batched_tokens) when the sequences that
+//     could be admitted outnumber the step's decodes, since holding them back delays more
+//     requests than one long step delays streams (a burst is prefilled at once, and its
+//     requests then decode in step), or when one of them has waited max_queue_wait: no request
+//     waits behind the caps longer than that and a step;
+//   - a waiting sequence whose prompt shares full blocks with one still being prefilled waits
+//     until they are computed and then attaches them from the prefix cache (those behind it go
+//     ahead meanwhile), so a shared prefix arriving with many requests is computed once;
+//   - a step with no decode is not capped: it stalls nobody, unless a live request wants
+//     progress reports (SetStepTimeBound): then every step's prompt tokens are paced by the
+//     measured step time, so that a long prefill on a slow machine runs as steps short enough
+//     for the reports to come in time.
+//
+// When a running sequence cannot get a block, the most recently admitted running sequence is
+// preempted: its blocks are freed (KvCacheManager::PreemptSequence; with swap_preemption its
+// partial last block is kept in the host tier) and it goes back to the front of the waiting
+// queue with every token it has; nothing new is admitted in that step. Its cached prefix (and a
+// kept partial block) spares it most of the recompute when it runs again. Sampling keyed by (seed,
+// token index) makes the resumed output the same as without preemption. A sequence admitted with
+// blocks to load from the host tier sits out the step that loads them when that step has other work
+// (defer_host_loads): the runner overlaps the loads with the others' forward, and nobody waits for
+// them.
 //
 // The scheduler produces a StepPlan (step_plan.h) and applies the StepResult (Update); deciding
 // whether a choice finished is the caller's job (EngineCore), which then calls FinishSequence.
@@ -53,11 +66,23 @@
 namespace kvserve {
 
 struct SchedulerConfig {
+  // step_time_target_ms of the default policy: the target follows the decode step (below).
+  static constexpr double kAutoStepTimeTarget = -1;
+  // The automatic target: this many times the estimated time of the step's decodes alone, and
+  // never under kAutoStepTimeFloorMs (a gap a reader does not see).
+  static constexpr double kAutoStepTimeRatio = 1.5;
+  static constexpr double kAutoStepTimeFloorMs = 50;
+
   int32_t max_num_seqs = 64;
-  int32_t max_num_batched_tokens = 512;
+  int32_t max_num_batched_tokens = 2048;
   int32_t max_prefill_tokens_per_step = 0;  // while some sequence decodes; 0: no cap
-  double step_time_target_ms = 0;           // ditto, as an estimated step time; 0: off
-  bool swap_preemption = false;             // KvCacheManager::PreemptSequence's `swap`
+  // Ditto, as an estimated step time: > 0 that many ms, kAutoStepTimeTarget the default policy,
+  // 0 off.
+  double step_time_target_ms = kAutoStepTimeTarget;
+  // The queue-wait rule: a step in which a waiting sequence has waited this long takes prompt
+  // tokens up to max_num_batched_tokens, whatever the caps say. Zero: no such rule.
+  absl::Duration max_queue_wait = absl::Seconds(1);
+  bool swap_preemption = false;  // KvCacheManager::PreemptSequence's `swap`
   // A sequence admitted with blocks to load from the host tier (a host hit, a swapped block)
   // computes from the next step on when this step has other work, so that the loads run beside
   // this step's forward (runner/host_copies.h) instead of delaying every sequence in it.
@@ -143,8 +168,14 @@ class Scheduler {
   // Appends a step's prompt logprobs to the request's (those it has already are skipped).
   absl::Status AddPromptScores(const PromptScores& scores, RequestState* request);
   void Erase(Sequence* seq);
-  // Prompt tokens a step with `num_decodes` decodes may add.
-  int32_t PrefillCap(int32_t num_decodes) const;
+  // Prompt tokens a step with `num_decodes` decodes may add at `now`.
+  int32_t PrefillCap(int32_t num_decodes, absl::Time now) const;
+  // True when the queue outweighs the step's decodes, or has waited max_queue_wait: the caps
+  // give way for this step.
+  bool QueueLiftsCap(int32_t num_decodes, absl::Time now) const;
+  // True when waiting `seq` shares full prompt blocks with a running sequence that has not
+  // computed them yet: it waits for them, then attaches them from the prefix cache.
+  bool AwaitsSharedPrefix(const Sequence& seq) const;
 
   const SchedulerConfig config_;
   KvCacheManager* manager_;

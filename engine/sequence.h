@@ -68,6 +68,8 @@ struct Sequence {
   int32_t runner_num_tokens = 0;
   int32_t runner_num_blocks = 0;
   int64_t admit_order = 0;  // larger: admitted more recently
+  // When it last entered the waiting queue (added, or preempted): the queue-wait rule's clock.
+  absl::Time waiting_since = absl::InfinitePast();
 
   bool is_prefix() const { return choice < 0; }
   int32_t num_uncomputed() const {

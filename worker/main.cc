@@ -74,13 +74,17 @@ ABSL_FLAG(double, gpu_memory_utilization, 0.90,
           "Fraction of the GPU's memory the weights, step buffers and KV cache may take");
 ABSL_FLAG(bool, enforce_eager, false, "Run decode steps eagerly (no CUDA graphs)");
 ABSL_FLAG(int32_t, max_num_seqs, 64, "Sequences running at once");
-ABSL_FLAG(int32_t, max_num_batched_tokens, 512, "Tokens computed per engine step");
+ABSL_FLAG(int32_t, max_num_batched_tokens, 2048, "Tokens computed per engine step");
 ABSL_FLAG(int32_t, max_prefill_tokens_per_step, 0,
           "Prompt tokens computed in a step that also decodes, so new prompts delay decoding "
           "streams by a bounded amount (0: no cap beyond --max_num_batched_tokens)");
-ABSL_FLAG(double, step_time_target_ms, 0,
+ABSL_FLAG(double, step_time_target_ms, -1,
           "Fill a step that also decodes with prompt tokens up to this estimated duration, "
-          "learnt from the steps run (at least a block of tokens per step; 0: off)");
+          "learnt from the steps run (at least a block of tokens per step); -1: automatic, 1.5x "
+          "the step's decodes alone and at least 50 ms; 0: off");
+ABSL_FLAG(int32_t, max_queue_wait_ms, 1000,
+          "A step in which a request has waited this long in the queue takes prompt tokens up "
+          "to --max_num_batched_tokens, past the prefill caps (0: never)");
 ABSL_FLAG(std::string, listen, "127.0.0.1:50061", "gRPC host:port (port 0: any free port)");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9461", "/metrics host:port (0: any free port)");
 ABSL_FLAG(int32_t, http_port, -1,
@@ -193,6 +197,7 @@ absl::StatusOr<Flags> ReadFlags() {
   options.max_prefill_tokens_per_step = absl::GetFlag(FLAGS_max_prefill_tokens_per_step);
   options.host_kv_bytes = absl::GetFlag(FLAGS_host_kv_bytes);
   options.step_time_target_ms = absl::GetFlag(FLAGS_step_time_target_ms);
+  options.max_queue_wait_ms = absl::GetFlag(FLAGS_max_queue_wait_ms);
   options.listen = absl::GetFlag(FLAGS_listen);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.tls_cert = absl::GetFlag(FLAGS_tls_cert);

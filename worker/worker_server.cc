@@ -45,7 +45,7 @@ std::string WithPort(const std::string& address, int port) {
 absl::Status NameTheFlag(const absl::Status& status) {
   for (absl::string_view flag :
        {"block_size", "kv_memory_bytes", "host_kv_bytes", "max_num_seqs", "max_num_batched_tokens",
-        "max_prefill_tokens_per_step", "step_time_target_ms"}) {
+        "max_prefill_tokens_per_step", "step_time_target_ms", "max_queue_wait_ms"}) {
     if (absl::StartsWith(status.message(), absl::StrCat(flag, ":"))) {
       return absl::Status(status.code(), absl::StrCat("--", status.message()));
     }
@@ -67,6 +67,7 @@ EngineOptions ToEngineOptions(const WorkerOptions& options) {
   engine.max_num_batched_tokens = options.max_num_batched_tokens;
   engine.max_prefill_tokens_per_step = options.max_prefill_tokens_per_step;
   engine.step_time_target_ms = options.step_time_target_ms;
+  engine.max_queue_wait_ms = options.max_queue_wait_ms;
   engine.max_n = std::min(engine.max_n, options.max_num_seqs);
   engine.max_waiting_requests = options.max_waiting_requests;
   return engine;

@@ -9,7 +9,7 @@ ignore_eos, --max_tokens output tokens; each load level keeps N streams in fligh
 One server is up at a time: started, warmed up, measured at every level, stopped; the peers take
 turns (kvserve, llama-server -np 8, llama-server -np 32, vLLM, kvserve, ...) for --rounds rounds
 so drift on a noisy machine hits all. Reports per (round, peer, level) output tokens/s (the
-level's output tokens / its wall time), TTFT p50/p99, ITL p50 (gaps between streamed tokens),
+level's output tokens / its wall time), TTFT p50/p99, ITL p50/p99 (gaps between streamed tokens),
 requests, errors and requests that did not get exactly --max_tokens tokens; then the medians over
 rounds and the ratios kvserve / llama-server (its best -np per level) and kvserve / vLLM, as
 Markdown tables; --json writes everything, each request included.
@@ -176,7 +176,8 @@ def measure(peer, args, levels, round_index):
             print(f"round {round_index} {peer.name:20s} {streams:3d} streams: "
                   f"{summary['tok_s']:7.1f} tok/s, TTFT p50 {fmt(summary['ttft_p50_ms'])} "
                   f"p99 {fmt(summary['ttft_p99_ms'])} ms, ITL p50 {fmt(summary['itl_p50_ms'])}"
-                  f" ms, {summary['errors']} errors, {summary['bad_length']} bad lengths",
+                  f" p99 {fmt(summary['itl_p99_ms'])} ms, {summary['errors']} errors, "
+                  f"{summary['bad_length']} bad lengths",
                   flush=True)
             for result in results:
                 result.pop("gaps_s", None)
@@ -194,7 +195,8 @@ def fmt(value, digits=1):
 
 COLUMNS = [("requests", "req", 0), ("errors", "err", 0), ("bad_length", "bad len", 0),
            ("tok_s", "out tok/s", 1), ("ttft_p50_ms", "TTFT p50 ms", 1),
-           ("ttft_p99_ms", "TTFT p99 ms", 1), ("itl_p50_ms", "ITL p50 ms", 2)]
+           ("ttft_p99_ms", "TTFT p99 ms", 1), ("itl_p50_ms", "ITL p50 ms", 2),
+           ("itl_p99_ms", "ITL p99 ms", 2)]
 
 
 def table(header, rows):
@@ -212,7 +214,7 @@ def medians(runs):
     result = {}
     for key, levels in grouped.items():
         merged = {"rounds": len(levels)}
-        for name, _, _ in COLUMNS + [("itl_p99_ms", "", 0)]:
+        for name, _, _ in COLUMNS:
             values = [level[name] for level in levels if level[name] is not None]
             if name in ("requests", "errors", "bad_length"):
                 merged[name] = sum(values)
@@ -255,17 +257,21 @@ def report(runs, med, peers, levels):
                  "kvserve_over_vllm": ratio(vllm),
                  "ttft_p99_ms": {"kvserve": ours and ours["ttft_p99_ms"],
                                  "llama": best and best["ttft_p99_ms"],
-                                 "vllm": vllm and vllm["ttft_p99_ms"]}}
+                                 "vllm": vllm and vllm["ttft_p99_ms"]},
+                 "itl_p99_ms": {"kvserve": ours and ours["itl_p99_ms"],
+                                "llama": best and best["itl_p99_ms"],
+                                "vllm": vllm and vllm["itl_p99_ms"]}}
         comparison.append(entry)
         rows.append([str(streams), fmt(entry["kvserve_tok_s"]),
                      fmt(entry["llama_tok_s"]) + (f" ({best_name[13:]})" if best_name else ""),
                      fmt(entry["kvserve_over_llama"], 2), fmt(entry["vllm_tok_s"]),
                      fmt(entry["kvserve_over_vllm"], 2)]
-                    + [fmt(entry["ttft_p99_ms"][k]) for k in ("kvserve", "llama", "vllm")])
+                    + [fmt(entry[m][k]) for m in ("ttft_p99_ms", "itl_p99_ms")
+                       for k in ("kvserve", "llama", "vllm")])
     print("\n### kvserve against the best llama-server configuration and vLLM (medians)\n")
     print(table(["streams", "kvserve tok/s", "llama-server tok/s (best)", "kvserve / llama",
                  "vLLM tok/s", "kvserve / vLLM", "TTFT p99 ms kvserve", "llama-server",
-                 "vLLM"], rows))
+                 "vLLM", "ITL p99 ms kvserve", "llama-server", "vLLM"], rows))
     return comparison
 
 

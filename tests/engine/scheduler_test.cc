@@ -174,13 +174,11 @@ TEST(SchedulerTest, StepTimeTargetCapsPromptTokensByTheMeasuredStepTime) {
       (IsDecode(seq) ? decodes : prompt) += seq.num_scheduled_tokens;
     }
     if (decodes > 0 && prompt > 0) prompt_tokens_with_decodes.push_back(prompt);
-    // Long prompts arrive after a few decode-only steps, then again once the first are done.
-    if (++step == 5 || step == 25) {
-      for (int i = 0; i < 2; ++i) {
-        prompts.push_back(
-            SubmitToCore(*core, MakeRequest("p" + std::to_string(step) + "_" + std::to_string(i),
-                                            RandomPrompt(rng, 120), 2)));
-      }
+    // Long prompts arrive one at a time after a few decode-only steps (never more waiting than
+    // decoding, which would lift the cap: scheduler_policy_test.cc).
+    if (++step == 5 || step == 15 || step == 25 || step == 35) {
+      prompts.push_back(
+          SubmitToCore(*core, MakeRequest("p" + std::to_string(step), RandomPrompt(rng, 120), 2)));
     }
   });
   // The first step that mixes them is uncapped (nothing measured yet); from then on each stays
