@@ -25,12 +25,13 @@ absl::Status EngineOptions::Validate() const {
     return bad("max_prefill_tokens_per_step", "must be >= 0 (0: no cap)",
                max_prefill_tokens_per_step);
   }
-  if (!(step_time_target_ms >= 0) && step_time_target_ms != -1) {
+  if (!(step_time_target_ms >= 0) && step_time_target_ms != kAutoStepTimeTarget) {
     return absl::InvalidArgumentError(absl::StrCat(
         "step_time_target_ms: must be >= 0 (0: off) or -1 (automatic), got ", step_time_target_ms));
   }
-  if (max_queue_wait_ms < 0)
+  if (max_queue_wait_ms < 0) {
     return bad("max_queue_wait_ms", "must be >= 0 (0: off)", max_queue_wait_ms);
+  }
   if (preemption_mode == PreemptionMode::kSwap && host_kv_bytes == 0) {
     return absl::InvalidArgumentError(
         "preemption_mode: swap keeps blocks in the host tier, and host_kv_bytes is 0");

@@ -15,6 +15,10 @@ namespace kvserve {
 // block in the host tier and restores it, so nothing is recomputed while its blocks survive.
 enum class PreemptionMode { kRecompute, kSwap };
 
+// step_time_target_ms's value for the automatic target (1.5x the step's decodes alone, at
+// least 50 ms: SchedulerConfig).
+inline constexpr double kAutoStepTimeTarget = -1;
+
 struct EngineOptions {
   int32_t block_size = 16;  // tokens per KV block: 8, 16 or 32
   // Size of the KV pool: num_kv_blocks usable blocks (the null block comes on top) when > 0,
@@ -30,9 +34,9 @@ struct EngineOptions {
   // Prefill tokens of a step that also decodes (SchedulerConfig); 0: up to the step's budget.
   int32_t max_prefill_tokens_per_step = 0;
   // Or: prompt tokens such that a step that also decodes should last this long, by the
-  // StepTimeEstimator's measure of the steps run (SchedulerConfig); -1 (the default): 1.5x the
-  // step's decodes alone, at least 50 ms; 0: off.
-  double step_time_target_ms = -1;
+  // StepTimeEstimator's measure of the steps run (SchedulerConfig); kAutoStepTimeTarget (the
+  // default): 1.5x the step's decodes alone, at least 50 ms; 0: off.
+  double step_time_target_ms = kAutoStepTimeTarget;
   // A step in which a request has waited in the queue this long takes prompt tokens up to
   // max_num_batched_tokens, whatever the caps say (SchedulerConfig::max_queue_wait); 0: never.
   int32_t max_queue_wait_ms = 1000;

@@ -215,10 +215,11 @@ StepPlan Scheduler::Schedule(absl::Time now) {
   budget_ = config_.max_num_batched_tokens;
   const int64_t preemptions_before = num_preemptions_;
 
-  // Running sequences: decodes first, then unfinished prefills, oldest admission first.
+  // The queue-wait clock of sequences queued since the last plan starts now.
   for (Sequence* seq : waiting_) {
     if (seq->waiting_since == absl::InfinitePast()) seq->waiting_since = now;
   }
+  // Running sequences: decodes first, then unfinished prefills, oldest admission first.
   for (bool decodes : {true, false}) {
     if (!decodes && !step_.empty()) {  // step_ holds the decodes
       budget_ = std::min(budget_, PrefillCap(static_cast<int32_t>(step_.size()), now));
@@ -264,7 +265,7 @@ int32_t Scheduler::PrefillCap(int32_t num_decodes, absl::Time now) const {
   int32_t cap = config_.max_prefill_tokens_per_step > 0 ? config_.max_prefill_tokens_per_step
                                                         : config_.max_num_batched_tokens;
   double target_ms = config_.step_time_target_ms;
-  if (target_ms == SchedulerConfig::kAutoStepTimeTarget) {
+  if (target_ms == kAutoStepTimeTarget) {
     const std::optional<double> decode_ms = step_time_.DecodeStepMs(num_decodes);
     target_ms = decode_ms.has_value() ? std::max(SchedulerConfig::kAutoStepTimeRatio * *decode_ms,
                                                  SchedulerConfig::kAutoStepTimeFloorMs)

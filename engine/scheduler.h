@@ -58,6 +58,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "engine/engine_observer.h"
+#include "engine/engine_options.h"  // kAutoStepTimeTarget
 #include "engine/sequence.h"
 #include "engine/step_plan.h"
 #include "engine/step_time_estimator.h"
@@ -66,18 +67,17 @@
 namespace kvserve {
 
 struct SchedulerConfig {
-  // step_time_target_ms of the default policy: the target follows the decode step (below).
-  static constexpr double kAutoStepTimeTarget = -1;
-  // The automatic target: this many times the estimated time of the step's decodes alone, and
-  // never under kAutoStepTimeFloorMs (a gap a reader does not see).
+  // The automatic target (step_time_target_ms = kAutoStepTimeTarget): this many times the
+  // estimated time of the step's decodes alone, and never under kAutoStepTimeFloorMs (a gap a
+  // reader does not see).
   static constexpr double kAutoStepTimeRatio = 1.5;
   static constexpr double kAutoStepTimeFloorMs = 50;
 
   int32_t max_num_seqs = 64;
   int32_t max_num_batched_tokens = 2048;
   int32_t max_prefill_tokens_per_step = 0;  // while some sequence decodes; 0: no cap
-  // Ditto, as an estimated step time: > 0 that many ms, kAutoStepTimeTarget the default policy,
-  // 0 off.
+  // Ditto, as an estimated step time: > 0 that many ms, kAutoStepTimeTarget (engine_options.h)
+  // the default policy, 0 off.
   double step_time_target_ms = kAutoStepTimeTarget;
   // The queue-wait rule: a step in which a waiting sequence has waited this long takes prompt
   // tokens up to max_num_batched_tokens, whatever the caps say. Zero: no such rule.

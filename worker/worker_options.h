@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "engine/engine_options.h"  // kAutoStepTimeTarget
 #include "runner/fake_model_runner.h"
 
 namespace kvserve {
@@ -40,10 +41,11 @@ struct WorkerOptions {
   // --defer_host_loads: a request whose blocks load from the host tier sits out that step, so
   // the loads overlap the others' forward (EngineOptions::defer_host_loads).
   bool defer_host_loads = true;
-  int32_t max_num_seqs = 64;                      // --max_num_seqs: running sequences per step
-  int32_t max_num_batched_tokens = 2048;          // --max_num_batched_tokens: token budget per step
-  int32_t max_prefill_tokens_per_step = 0;        // --max_prefill_tokens_per_step: 0 = no cap
-  double step_time_target_ms = -1;                // --step_time_target_ms: -1 = automatic, 0 = off
+  int32_t max_num_seqs = 64;                // --max_num_seqs: running sequences per step
+  int32_t max_num_batched_tokens = 2048;    // --max_num_batched_tokens: token budget per step
+  int32_t max_prefill_tokens_per_step = 0;  // --max_prefill_tokens_per_step: 0 = no cap
+  // --step_time_target_ms: kAutoStepTimeTarget (-1) = automatic, 0 = off
+  double step_time_target_ms = kAutoStepTimeTarget;
   int32_t max_queue_wait_ms = 1000;               // --max_queue_wait_ms: 0 = no queue-wait rule
   std::string listen = "127.0.0.1:50061";         // --listen: gRPC host:port
   std::string metrics_listen = "127.0.0.1:9461";  // --metrics_listen: /metrics host:port

@@ -61,6 +61,13 @@ class Skip(Exception):
     """A peer that cannot run here; the message says why."""
 
 
+def cpu_name():
+    """/proc/cpuinfo's model name: the CPU every figure is named with."""
+    with open("/proc/cpuinfo") as f:
+        return next((line.split(":", 1)[1].strip() for line in f
+                     if line.startswith("model name")), "unknown CPU")
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

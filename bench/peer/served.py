@@ -46,7 +46,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from peer_servers import (DEFAULT_MODEL, PEER_DIR, Kvserve, LlamaServer, Skip, Vllm,  # noqa: E402
-                          http_json, kvserve_e2e)
+                          cpu_name, http_json, kvserve_e2e)
 
 import openai  # noqa: E402
 
@@ -325,8 +325,7 @@ def main():
         except Skip as reason:
             skipped[peer.name] = str(reason)
 
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                if line.startswith("model name")), "unknown CPU")
+    cpu = cpu_name()
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "cpu": cpu, "cpus": os.cpu_count(), "load_average": os.getloadavg(),
             "model": args.model, "threads": args.threads, "levels": levels,

@@ -31,7 +31,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from peer_servers import DEFAULT_MODEL, PEER_DIR, Kvserve, Skip, Vllm  # noqa: E402
+from peer_servers import (DEFAULT_MODEL, PEER_DIR, Kvserve, Skip, Vllm, cpu_name,  # noqa: E402
+                          http_json)
 
 WORKLOADS = {
     "random": ["--dataset-name", "random", "--random-input-len", "64",
@@ -75,7 +76,6 @@ def run_client(python, port, model_name, tokenizer, workload, seed, out_dir):
 
 
 def served_model_name(port):
-    from peer_servers import http_json
     return http_json(f"http://127.0.0.1:{port}/v1/models")["data"][0]["id"]
 
 
@@ -125,8 +125,7 @@ def main():
         peer.check()
         print(f"# {peer.name}: {peer.describe()}", flush=True)
 
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                if line.startswith("model name")), "unknown CPU")
+    cpu = cpu_name()
     print(f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {cpu}, "
           f"{os.cpu_count()} CPUs", flush=True)
     results = []

@@ -20,46 +20,22 @@
 namespace kvserve {
 namespace {
 
+using testing::CountStep;
 using testing::ExpectAllBlocksFree;
+using testing::ExpectAllComplete;
 using testing::MakeCore;
 using testing::MakeRequest;
 using testing::RandomPrompt;
 using testing::RequestResult;
 using testing::RunAll;
 using testing::RunCore;
+using testing::StepCounts;
 using testing::SubmitToCore;
-
-struct StepCounts {
-  int32_t decodes = 0;
-  int32_t prompt_tokens = 0;
-};
-
-StepCounts Count(const StepPlan& plan) {
-  StepCounts counts;
-  for (const ScheduledSequence& seq : plan.sequences) {
-    if (IsDecode(seq)) {
-      ++counts.decodes;
-    } else {
-      counts.prompt_tokens += seq.num_scheduled_tokens;
-    }
-  }
-  return counts;
-}
 
 bool PlanStarts(const StepPlan& plan, size_t num_new) {
   return static_cast<size_t>(std::count_if(plan.sequences.begin(), plan.sequences.end(),
                                            [](const ScheduledSequence& s) { return s.is_new; })) ==
          num_new;
-}
-
-void ExpectAllComplete(std::vector<std::shared_ptr<RequestStream>>& streams, size_t tokens) {
-  for (auto& stream : streams) {
-    RequestResult result;
-    result.Drain(*stream);
-    KVSERVE_EXPECT_OK(result.status);
-    ASSERT_EQ(result.choices.size(), 1u);
-    EXPECT_EQ(result.choices[0].tokens.size(), tokens);
-  }
 }
 
 // Default options (the automatic target): simulated steps of 40 ms + 1 ms per decode + 0.5 ms
@@ -74,7 +50,8 @@ TEST(SchedulerPolicyTest, AutomaticTargetBoundsEveryStepThatDecodes) {
   options.max_num_seqs = 16;
   options.max_num_batched_tokens = 512;
   options.max_queue_wait_ms = 0;  // this test is about the target alone
-  ASSERT_EQ(options.step_time_target_ms, -1) << "the automatic target is the default";
+  ASSERT_EQ(options.step_time_target_ms, kAutoStepTimeTarget)
+      << "the automatic target is the default";
   std::unique_ptr<EngineCore> core = MakeCore(options, model);
   std::mt19937 rng(21);
   std::vector<std::shared_ptr<RequestStream>> decoding, prompts;
@@ -85,7 +62,7 @@ TEST(SchedulerPolicyTest, AutomaticTargetBoundsEveryStepThatDecodes) {
   std::vector<int32_t> mixed;  // prompt tokens of steps that also decode
   int step = 0;
   RunCore(*core, [&](const StepPlan& plan) {
-    const StepCounts counts = Count(plan);
+    const StepCounts counts = CountStep(plan);
     if (counts.decodes > 0 && counts.prompt_tokens > 0) mixed.push_back(counts.prompt_tokens);
     // One 200-token prompt every third step from step 4 on, after decode-only steps taught
     // the estimator the decode line.
@@ -127,7 +104,7 @@ TEST(SchedulerPolicyTest, QueueThatOutnumbersTheDecodesLiftsTheCap) {
   }
   std::vector<StepCounts> steps;
   RunCore(*core, [&](const StepPlan& plan) {
-    steps.push_back(Count(plan));
+    steps.push_back(CountStep(plan));
     if (steps.size() == 2) {  // two decode; five arrive
       for (int i = 0; i < 5; ++i) {
         burst.push_back(
@@ -177,7 +154,7 @@ TEST(SchedulerPolicyTest, QueueWaitIsBounded) {
   bool lifted = false;
   RunCore(*core, [&](const StepPlan& plan) {
     ++step;
-    const StepCounts counts = Count(plan);
+    const StepCounts counts = CountStep(plan);
     if (counts.decodes > 0 && counts.prompt_tokens > 16) lifted = true;
     for (const ScheduledSequence& seq : plan.sequences) {
       // Sequence ids follow submission order: d0..d5 are 1..6, q0..q4 are 7..11.
@@ -229,13 +206,12 @@ TEST(SchedulerPolicyTest, SharedPrefixArrivingTogetherIsComputedOnce) {
   int32_t prompt_tokens = 0;
   RunCore(*core, [&](const StepPlan& plan) {
     plans.push_back(plan);
-    prompt_tokens += Count(plan).prompt_tokens;
+    prompt_tokens += CountStep(plan).prompt_tokens;
   });
   ASSERT_GE(plans.size(), 2u);
   EXPECT_TRUE(PlanStarts(plans[0], 2)) << "the first sharer and the other";
   EXPECT_TRUE(PlanStarts(plans[1], 3)) << "the other sharers, the step after";
   EXPECT_EQ(prompt_tokens, 72 + 3 * 8 + 72) << "the prefix computed once";
-  EXPECT_EQ(core->Stats().running_sequences, 0);
   for (const EngineRequest& request : requests) {
     RequestResult together;
     together.Drain(*streams[request.request_id]);

@@ -22,6 +22,7 @@ namespace kvserve {
 namespace {
 
 using ::kvserve::testing::StatusIs;
+using testing::CountStep;
 using testing::ExpectAllBlocksFree;
 using testing::MakeCore;
 using testing::MakeRequest;
@@ -29,6 +30,7 @@ using testing::RandomPrompt;
 using testing::RequestResult;
 using testing::RunAll;
 using testing::RunCore;
+using testing::StepCounts;
 using testing::SubmitToCore;
 
 TEST(SchedulerTest, BudgetAndSequenceCapHoldAtEveryStep) {
@@ -119,17 +121,11 @@ TEST(SchedulerTest, PrefillCapBoundsEveryStepThatDecodes) {
   std::vector<int32_t> prefill_tokens_with_decodes;
   int32_t first_step_tokens = -1;
   RunCore(*core, [&](const StepPlan& plan) {
-    int32_t decodes = 0;
-    int32_t prefill = 0;
-    for (const ScheduledSequence& seq : plan.sequences) {
-      if (IsDecode(seq)) {
-        ++decodes;
-      } else {
-        prefill += seq.num_scheduled_tokens;
-      }
+    const StepCounts step = CountStep(plan);
+    if (first_step_tokens < 0) first_step_tokens = step.prompt_tokens;
+    if (step.decodes > 0 && step.prompt_tokens > 0) {
+      prefill_tokens_with_decodes.push_back(step.prompt_tokens);
     }
-    if (first_step_tokens < 0) first_step_tokens = prefill;
-    if (decodes > 0 && prefill > 0) prefill_tokens_with_decodes.push_back(prefill);
   });
   // Nothing decodes in the first step, so it takes the whole budget; afterwards every step that
   // decodes prefills at most the cap, and the long prompts still finish.
@@ -168,12 +164,10 @@ TEST(SchedulerTest, StepTimeTargetCapsPromptTokensByTheMeasuredStepTime) {
   std::vector<int32_t> prompt_tokens_with_decodes;
   int step = 0;
   RunCore(*core, [&](const StepPlan& plan) {
-    int32_t decodes = 0;
-    int32_t prompt = 0;
-    for (const ScheduledSequence& seq : plan.sequences) {
-      (IsDecode(seq) ? decodes : prompt) += seq.num_scheduled_tokens;
+    const StepCounts counts = CountStep(plan);
+    if (counts.decodes > 0 && counts.prompt_tokens > 0) {
+      prompt_tokens_with_decodes.push_back(counts.prompt_tokens);
     }
-    if (decodes > 0 && prompt > 0) prompt_tokens_with_decodes.push_back(prompt);
     // Long prompts arrive one at a time after a few decode-only steps (never more waiting than
     // decoding, which would lift the cap: scheduler_policy_test.cc).
     if (++step == 5 || step == 15 || step == 25 || step == 35) {

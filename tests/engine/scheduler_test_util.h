@@ -42,6 +42,36 @@ inline void ExpectAllBlocksFree(const EngineCore& core) {
   KVSERVE_EXPECT_OK(core.manager().CheckInvariants());
 }
 
+// A plan's decodes and prompt (prefill) tokens.
+struct StepCounts {
+  int32_t decodes = 0;
+  int32_t prompt_tokens = 0;
+};
+
+inline StepCounts CountStep(const StepPlan& plan) {
+  StepCounts counts;
+  for (const ScheduledSequence& seq : plan.sequences) {
+    if (IsDecode(seq)) {
+      ++counts.decodes;
+    } else {
+      counts.prompt_tokens += seq.num_scheduled_tokens;
+    }
+  }
+  return counts;
+}
+
+// Each stream ended OK with one choice of `num_tokens` tokens.
+inline void ExpectAllComplete(std::vector<std::shared_ptr<RequestStream>>& streams,
+                              size_t num_tokens) {
+  for (auto& stream : streams) {
+    RequestResult result;
+    result.Drain(*stream);
+    KVSERVE_EXPECT_OK(result.status);
+    ASSERT_EQ(result.choices.size(), 1u);
+    EXPECT_EQ(result.choices[0].tokens.size(), num_tokens);
+  }
+}
+
 // Runs `requests` on a fresh core; returns their results by id.
 inline std::map<std::string, RequestResult> RunAll(const EngineOptions& options,
                                                    const std::vector<EngineRequest>& requests,
